@@ -1,0 +1,109 @@
+"""What device this is: architecture, vendor peak figures, cache size, asv machine name.
+
+Vendor peaks are leads for the roofline until the gemm workload has measured
+this machine's own ceilings.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import socket
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Dense vendor figures: HBM TB/s, bf16 and fp8 TFLOP/s, last-level cache bytes."""
+
+    hbm_tbs: float
+    bf16_tflops: float
+    fp8_tflops: float
+    llc_bytes: int
+
+
+# MI300X/MI325X/MI35xX: the Infinity Cache (256 MB) is the last level a flush must clear.
+PEAKS: dict[str, Peak] = {
+    "mi300x": Peak(5.3, 1307, 2615, 256 << 20),
+    "mi325x": Peak(6.0, 1307, 2615, 256 << 20),
+    "mi350x": Peak(8.0, 2307, 4614, 256 << 20),
+    "mi355x": Peak(8.0, 2517, 5033, 256 << 20),
+    "h200": Peak(4.8, 989, 1979, 60 << 20),
+    "h100": Peak(3.35, 989, 1979, 50 << 20),
+}
+
+
+@dataclass(frozen=True)
+class Device:
+    """The accelerator flybench runs on (or the CPU), as recorded with every result."""
+
+    kind: str  # "rocm", "cuda" or "cpu"
+    arch: str  # "gfx942", "gfx950", "sm_90", "cpu"
+    name: str  # marketing name as the driver reports it
+    accelerator: str  # short tag for the machine name: "gfx942", "h200", "cpu"
+    driver: str
+    torch_device: str  # "cuda" (also on ROCm) or "cpu"
+
+    @property
+    def peak(self) -> Peak | None:
+        return _peak_for(self.name)
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+def _peak_for(name: str) -> Peak | None:
+    lowered = name.lower().replace(" ", "")
+    for key, peak in PEAKS.items():
+        if key in lowered:
+            return peak
+    return None
+
+
+@lru_cache(maxsize=1)
+def detect() -> Device:
+    """Detect the first GPU through torch; the CPU when torch sees none.
+
+    FLYBENCH_DEVICE=cpu forces the CPU (useful on a GPU machine for tests).
+    """
+    import torch
+
+    if os.environ.get("FLYBENCH_DEVICE") == "cpu" or not torch.cuda.is_available():
+        return Device("cpu", "cpu", platform.processor() or platform.machine(), "cpu", "", "cpu")
+    props = torch.cuda.get_device_properties(0)
+    if torch.version.hip:
+        arch = props.gcnArchName.split(":")[0]
+        return Device("rocm", arch, props.name, arch, f"hip {torch.version.hip}", "cuda")
+    arch = f"sm_{props.major}{props.minor}"
+    accelerator = _nvidia_tag(props.name) or arch
+    return Device("cuda", arch, props.name, accelerator, f"cuda {torch.version.cuda}", "cuda")
+
+
+def _nvidia_tag(name: str) -> str:
+    match = re.search(r"\b([A-Z]\d{2,3}[A-Z]?)\b", name)
+    return match.group(1).lower() if match else ""
+
+
+def llc_bytes(device: Device) -> int:
+    """Bytes of last-level cache that a flush buffer must exceed."""
+    if device.peak is not None:
+        return device.peak.llc_bytes
+    if device.kind == "cpu":
+        return 0
+    import torch
+
+    return int(getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 256 << 20))
+
+
+def fp8_dtype_name(arch: str) -> str:
+    """gfx942 uses the fnuz flavour of e4m3; gfx950, NVIDIA and the CPU use OCP e4m3fn."""
+    return "float8_e4m3fnuz" if arch == "gfx942" else "float8_e4m3fn"
+
+
+def machine_name(device: Device | None = None) -> str:
+    """asv machine name: `<host>-<accelerator>`, e.g. `ci7-gfx942`, `box-h200`, `laptop-cpu`."""
+    device = device or detect()
+    host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname().split(".")[0]) or "host"
+    return f"{host}-{device.accelerator}"

@@ -1,0 +1,25 @@
+"""The workload catalog: diffusion_attention, attention, moe, gemm."""
+
+from __future__ import annotations
+
+from flybench.errors import unknown_name
+from flybench.workloads.attention import AttentionWorkload
+from flybench.workloads.base import SHAPE_SETS, Case, Tensors, Workload
+from flybench.workloads.diffusion_attention import DiffusionAttentionWorkload
+from flybench.workloads.gemm import GemmWorkload
+from flybench.workloads.moe import MoeWorkload
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MoeWorkload(), GemmWorkload())
+}
+
+
+def get_workload(name: str) -> Workload:
+    """The workload called `name`, or an error listing the valid names."""
+    if name not in WORKLOADS:
+        raise unknown_name("workload", name, list(WORKLOADS))
+    return WORKLOADS[name]
+
+
+__all__ = ["SHAPE_SETS", "WORKLOADS", "Case", "Tensors", "Workload", "get_workload"]
