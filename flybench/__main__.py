@@ -1,0 +1,5 @@
+import sys
+
+from flybench.cli import main
+
+sys.exit(main())

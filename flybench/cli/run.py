@@ -1,0 +1,113 @@
+"""`flybench run`: detect the hardware, run the asv suite, summarise what was measured.
+
+The results land in asv's own format under results/flybench/<machine>/, with
+the machine named after host and accelerator. The run uses the current
+Python environment (asv's `--python=same`), so results are attributed to a
+commit with `--set-commit-hash` (HEAD of this repository by default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+from flybench import hardware
+from flybench.errors import FlybenchError
+from flybench.selection import Choice, asv_regex, check_shape_set, choices
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser("run", help="run the benchmark suite through asv on this machine")
+    parser.add_argument("--set", dest="shape_set", default=None,
+                        help="shape set: tiny, quick or full (default: quick on a GPU, tiny on a CPU)")
+    parser.add_argument("--quick", action="store_const", const="quick", dest="shape_set", help="same as --set quick")
+    parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
+    parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
+    parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
+    parser.add_argument("--commit", default=None, help="commit to attribute results to (default: HEAD)")
+    parser.add_argument("--machine", default=None, help="asv machine name (default: <host>-<accelerator>)")
+    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config of the subject")
+    parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    device = hardware.detect()
+    shape_set = args.shape_set or ("tiny" if device.kind == "cpu" else "quick")
+    check_shape_set(shape_set)
+    combos = choices(device, args.workload, args.provider, args.dtype)
+    machine = args.machine or hardware.machine_name(device)
+    print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
+          f"machine: {machine}; shape set: {shape_set}")
+    _print_availability(combos)
+    runnable = [c for c in combos if c.reason is None]
+    if not runnable:
+        raise FlybenchError("nothing can run here with this selection; see the reasons above")
+    if args.dry_run:
+        return 0
+    commit = args.commit or _head_commit()
+    results_dir = _results_dir(Path(args.config))
+    _register_machine(args.config, machine, device)
+    env = {**os.environ, "FLYBENCH_RUN_ID": uuid.uuid4().hex, "FLYBENCH_MACHINE": machine,
+           "FLYBENCH_RESULTS_DIR": str(results_dir)}
+    command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
+               "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
+    for pattern in asv_regex(shape_set, runnable):
+        command += ["--bench", pattern]
+    code = subprocess.run(command, cwd=Path(args.config).resolve().parent, env=env).returncode
+    print(f"results: {results_dir / machine}")
+    from flybench.cli.summary import print_run_summary
+
+    print_run_summary(results_dir / machine, env["FLYBENCH_RUN_ID"])
+    return code
+
+
+def _print_availability(combos: list[Choice]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="providers on this machine", show_lines=False)
+    for column in ("workload", "provider", "dtype", "runs here?"):
+        table.add_column(column)
+    for c in combos:
+        table.add_row(c.workload, c.provider, c.dtype, "yes" if c.reason is None else f"no: {c.reason}")
+    Console().print(table)
+
+
+def _head_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise FlybenchError("cannot read HEAD of this repository; pass --commit HASH") from exc
+
+
+def _results_dir(config: Path) -> Path:
+    import json
+
+    try:
+        conf = json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        raise FlybenchError(f"cannot read asv config {config}: {exc}") from exc
+    return (config.resolve().parent / conf.get("results_dir", "results")).resolve()
+
+
+def _register_machine(config: str, machine: str, device: hardware.Device) -> None:
+    """Write asv's machine entry; machine.json has no GPU field, so the accelerator goes into `cpu`."""
+    from flybench.versions import package_versions
+
+    cpu = platform.processor() or platform.machine()
+    accelerator = "none" if device.kind == "cpu" else f"{device.name} {device.arch} {device.driver}"
+    versions = " ".join(f"{k}={v}" for k, v in package_versions().items())
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", config, "--machine", machine,
+                    "--os", f"{platform.system()} {platform.release()}", "--arch", platform.machine(),
+                    "--cpu", f"{cpu}; accelerator: {accelerator}; {versions}", "--num_cpu", str(os.cpu_count()),
+                    "--ram", f"{ram // 2**30}GB"], check=True, capture_output=True)

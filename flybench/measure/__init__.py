@@ -1,0 +1,1 @@
+"""Correctness gate, device timing, measurement contracts and case records."""

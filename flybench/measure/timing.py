@@ -1,0 +1,101 @@
+"""Device timing: events around each call, warm-up, cache flush, optional graph replay.
+
+One sample is one call of the runner, bracketed by device events on the
+current stream, preceded by a write of a buffer twice the size of the
+last-level cache so every sample starts cold. The warm-up runs for a fixed
+time (not a fixed count), which both includes the first-call JIT compile and
+brings the clocks up from idle before the first sample. The number of
+samples follows from the warm-up's estimate of one call and the contract's
+time budget. On the CPU the host clock times each call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from flybench.hardware import Device, llc_bytes
+from flybench.measure.contract import Contract
+from flybench.providers.base import Runner
+
+
+def time_runner(runner: Runner, device: Device, contract: Contract) -> list[float]:
+    """Seconds per call, one entry per sample."""
+    if device.kind == "cpu":
+        return _time_on_host(runner, contract)
+    return _time_on_device(runner, device, contract)
+
+
+def _sample_count(per_call_s: float, contract: Contract) -> int:
+    wanted = int(contract.target_s / max(per_call_s, 1e-7))
+    return max(contract.min_samples, min(contract.max_samples, wanted))
+
+
+def _warm_up(call: Callable[[], object], sync: Callable[[], None], contract: Contract) -> float:
+    """Run `call` for at least `warmup_s` (and 3 calls); return the mean time of the last calls."""
+    call()  # first call: JIT compile, autotune, handle creation
+    sync()
+    calls, start = 0, time.perf_counter()
+    while calls < 3 or time.perf_counter() - start < contract.warmup_s:
+        call()
+        calls += 1
+        if calls % 8 == 0 or calls < 3:
+            sync()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+def _time_on_host(runner: Runner, contract: Contract) -> list[float]:
+    per_call = _warm_up(runner, lambda: None, contract)
+    samples = []
+    for _ in range(_sample_count(per_call, contract)):
+        start = time.perf_counter()
+        runner()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def _time_on_device(runner: Runner, device: Device, contract: Contract) -> list[float]:
+    import torch
+
+    sync = torch.cuda.synchronize
+    call = _graphed(runner) if contract.graph else runner
+    per_call = _warm_up(call, sync, contract)
+    flush = _flush_buffer(device) if contract.flush == "llc" else None
+    count = _sample_count(per_call, contract)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(count)]
+    for start, end in zip(starts, ends):
+        if flush is not None:
+            flush.add_(1)
+        start.record()
+        call()
+        end.record()
+    sync()
+    return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
+
+
+def _flush_buffer(device: Device) -> "torch.Tensor":  # noqa: F821
+    """A buffer twice the last-level cache; writing it evicts whatever the call left there."""
+    import torch
+
+    return torch.zeros(max(2 * llc_bytes(device), 1 << 20) // 4, dtype=torch.int32, device="cuda")
+
+
+def _graphed(runner: Runner) -> Callable[[], None]:
+    """Capture one call into a device graph and return its replay.
+
+    The runner has already run once in `build`'s caller (the correctness
+    gate), so lazily compiled kernels exist before capture, as FlyDSL requires.
+    """
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        runner()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        runner()
+    return graph.replay

@@ -1,0 +1,140 @@
+"""Plain torch formulations shared by the torch, flex and BLAS providers.
+
+Each function computes a workload's result the way a framework user would
+write it in eager torch, in the inputs' element type.
+"""
+
+from __future__ import annotations
+
+import math
+
+from flybench.workloads.base import Case, Tensors
+
+
+def sdpa_bshd(q, k, v, causal: bool, scale: float) -> "torch.Tensor":  # noqa: F821
+    """scaled_dot_product_attention on BSHD tensors (GQA when k/v have fewer heads)."""
+    import torch.nn.functional as F
+
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                         is_causal=causal, scale=scale, enable_gqa=k.shape[2] != q.shape[2])
+    return out.transpose(1, 2)
+
+
+def attention_scale(case: Case) -> float:
+    return float(case.shape.get("scale") or 1.0 / math.sqrt(case.shape["head_dim"]))
+
+
+def gather_paged_kv(inputs: Tensors) -> tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
+    """Prefix pages gathered through the block table, then the draft block appended.
+
+    Returns K and V as [batch, max_pages * page_size + draft, kv_heads, head_dim];
+    positions past a sequence's context length are padding that the mask hides.
+    """
+    import torch
+
+    batch, pages = inputs["block_table"].shape
+    page_size = inputs["k_cache"].shape[1]
+    table = inputs["block_table"].clamp_min(0).long()
+    kv = []
+    for cache, draft in ((inputs["k_cache"], inputs["k_draft"]), (inputs["v_cache"], inputs["v_draft"])):
+        prefix = cache[table].reshape(batch, pages * page_size, *cache.shape[2:])
+        kv.append(torch.cat([prefix, draft], dim=1))
+    return kv[0], kv[1]
+
+
+def diffusion_visible(inputs: Tensors, causal: bool) -> "torch.Tensor":  # noqa: F821
+    """Boolean [batch, 1, draft, kv_len]: the whole prefix, and the draft block (causal or not)."""
+    import torch
+
+    batch, pages = inputs["block_table"].shape
+    prefix_len = pages * inputs["k_cache"].shape[1]
+    draft = inputs["q"].shape[1]
+    device = inputs["q"].device
+    position = torch.arange(prefix_len, device=device)
+    prefix = position[None, :] < inputs["context_lens"].to(device).long()[:, None]  # [batch, prefix_len]
+    block = torch.ones(draft, draft, dtype=torch.bool, device=device)
+    if causal:
+        block = block.tril()
+    visible = torch.cat([prefix[:, None, :].expand(batch, draft, prefix_len),
+                         block[None].expand(batch, draft, draft)], dim=2)
+    return visible[:, None]
+
+
+def diffusion_sdpa(case: Case, inputs: Tensors) -> Tensors:
+    """Gather the pages, append the draft block, run masked SDPA."""
+    k, v = gather_paged_kv(inputs)
+    visible = diffusion_visible(inputs, case.shape["mask"] == "causal")
+    import torch.nn.functional as F
+
+    q = inputs["q"].transpose(1, 2)
+    out = F.scaled_dot_product_attention(q, k.transpose(1, 2), v.transpose(1, 2), attn_mask=visible,
+                                         scale=attention_scale(case), enable_gqa=k.shape[2] != q.shape[1])
+    return {"out": out.transpose(1, 2)}
+
+
+def quantize_per_token(x) -> tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
+    """fp8 e4m3 rows with one float32 scale per row (dynamic per-token activation scaling)."""
+    import torch
+
+    fp8 = torch.float8_e4m3fn
+    amax = x.abs().amax(dim=-1, keepdim=True).float().clamp_min(1e-12)
+    scale = amax / torch.finfo(fp8).max
+    return (x.float() / scale).to(fp8), scale
+
+
+def linear(x, weight, weight_scale=None) -> "torch.Tensor":  # noqa: F821
+    """x @ weight.T; with fp8 weights, per-token activation and per-channel weight scales."""
+    if weight_scale is None:
+        return x @ weight.T
+    import torch
+
+    xq, x_scale = quantize_per_token(x)
+    return torch._scaled_mm(xq, weight.T, scale_a=x_scale, scale_b=weight_scale.float()[None, :],
+                            out_dtype=torch.bfloat16)
+
+
+def moe_expert_loop(case: Case, inputs: Tensors) -> Tensors:
+    """Route, then one gate+up GEMM, SwiGLU and down GEMM per expert that got tokens.
+
+    The per-expert token counts are read on the host, as a framework without
+    a grouped GEMM does; that synchronisation is part of this path's cost.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from flybench.workloads.moe import route
+
+    x = inputs["x"]
+    top_k = case.shape["top_k"]
+    weights, ids = route(inputs["router_logits"], top_k)
+    flat = ids.reshape(-1)
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=inputs["w13"].shape[0]).tolist()
+    token_of, weight_of = order // top_k, weights.reshape(-1)[order]
+    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    start = 0
+    for expert, count in enumerate(counts):
+        if count:
+            rows = token_of[start:start + count]
+            gate, up = linear(x[rows], inputs["w13"][expert], _scale(inputs, "w13_scale", expert)).chunk(2, dim=-1)
+            hidden = (F.silu(gate.float()) * up.float()).to(x.dtype)
+            y = linear(hidden, inputs["w2"][expert], _scale(inputs, "w2_scale", expert))
+            out.index_add_(0, rows, y.float() * weight_of[start:start + count, None])
+            start += count
+    return {"out": out.to(x.dtype)}
+
+
+def _scale(inputs: Tensors, name: str, expert: int):
+    return inputs[name][expert] if name in inputs else None
+
+
+def gemm(case: Case, inputs: Tensors) -> Tensors:
+    """C = A @ B^T (fp8 with per-tensor scales), or the device-to-device copy."""
+    if case.shape["kind"] == "copy":
+        return {"out": inputs["dst"].copy_(inputs["src"])}
+    if "a_scale" not in inputs:
+        return {"out": inputs["a"] @ inputs["b"].T}
+    import torch
+
+    return {"out": torch._scaled_mm(inputs["a"], inputs["b"].T, scale_a=inputs["a_scale"],
+                                    scale_b=inputs["b_scale"], out_dtype=torch.bfloat16)}

@@ -1,0 +1,59 @@
+"""Which (workload, shape set, provider, dtype) combinations a run covers, and why others are left out."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flybench.errors import unknown_name
+from flybench.hardware import Device
+from flybench.providers import get_provider, provider_names
+from flybench.workloads import SHAPE_SETS, WORKLOADS, get_workload
+
+
+@dataclass(frozen=True)
+class Choice:
+    workload: str
+    provider: str
+    dtype: str
+    reason: str | None  # None: runs here
+
+
+def choices(device: Device, workloads: list[str] | None = None, providers: list[str] | None = None,
+            dtypes: list[str] | None = None) -> list[Choice]:
+    """Every requested combination with the reason it cannot run here, if any."""
+    names = workloads or list(WORKLOADS)
+    for name in names:
+        get_workload(name)
+    for name in providers or []:
+        get_provider(name)
+    all_dtypes = sorted({d for w in WORKLOADS.values() for d in w.dtypes})
+    for dtype in dtypes or []:
+        if dtype not in all_dtypes:
+            raise unknown_name("dtype", dtype, all_dtypes)
+    found = []
+    for name in names:
+        workload = get_workload(name)
+        for provider in provider_names(name):
+            if providers and provider not in providers:
+                continue
+            for dtype in workload.dtypes:
+                if not dtypes or dtype in dtypes:
+                    reason = get_provider(provider).unavailable_reason(name, dtype, device)
+                    found.append(Choice(name, provider, dtype, reason))
+    return found
+
+
+def check_shape_set(shape_set: str) -> None:
+    if shape_set not in SHAPE_SETS:
+        raise unknown_name("shape set", shape_set, SHAPE_SETS)
+
+
+def asv_regex(shape_set: str, runnable: list[Choice]) -> list[str]:
+    """asv `--bench` patterns selecting exactly the runnable combinations of one shape set.
+
+    asv matches parameterized benchmarks as `name('case', 'provider', 'dtype')`.
+    """
+    suite = shape_set.capitalize()
+    return [rf"^{c.workload}\.{suite}\.track_\w+\('[^']*', '{re.escape(c.provider)}', '{re.escape(c.dtype)}'\)$"
+            for c in runnable]
