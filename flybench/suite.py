@@ -91,18 +91,28 @@ def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str
         return found
     record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set], run_id=run_id)
     if sidecar is not None:
-        record.commit, record.env, record.machine = os.environ["ASV_COMMIT"], os.environ["ASV_ENV_NAME"], sidecar.parent.name
+        record.commit = os.environ.get("ASV_COMMIT") or os.environ["FLYBENCH_COMMIT"]
+        record.env = os.environ.get("ASV_ENV_NAME") or os.environ["FLYBENCH_ENV_NAME"]
+        record.machine = sidecar.parent.name
         records.append(sidecar, record)
     return record
 
 
 def _sidecar() -> Path | None:
-    """Where asv is saving this run's results, or None outside an asv run."""
+    """Where this run's records go, or None outside a run that says so.
+
+    asv gives benchmark processes in an existing environment no ASV_COMMIT
+    or ASV_ENV_NAME, so `flybench run` passes them as FLYBENCH_COMMIT and
+    FLYBENCH_ENV_NAME; a plain `asv run` without them measures every tracked
+    value separately (correct, just slower).
+    """
     from flybench.hardware import machine_name
     from flybench.measure.record import sidecar_path
 
-    if "ASV_COMMIT" not in os.environ or "ASV_ENV_NAME" not in os.environ:
+    commit = os.environ.get("ASV_COMMIT") or os.environ.get("FLYBENCH_COMMIT")
+    env = os.environ.get("ASV_ENV_NAME") or os.environ.get("FLYBENCH_ENV_NAME")
+    if not commit or not env:
         return None
     results = Path(os.environ.get("FLYBENCH_RESULTS_DIR") or Path(os.environ["ASV_CONF_DIR"]) / "results" / "flybench")
     machine = os.environ.get("FLYBENCH_MACHINE") or machine_name()
-    return sidecar_path(results, machine, os.environ["ASV_COMMIT"], os.environ["ASV_ENV_NAME"])
+    return sidecar_path(results, machine, commit, env)

@@ -56,7 +56,8 @@ def main(args: argparse.Namespace) -> int:
     results_dir = _results_dir(Path(args.config))
     _register_machine(args.config, machine, device)
     env = {**os.environ, "FLYBENCH_RUN_ID": uuid.uuid4().hex, "FLYBENCH_MACHINE": machine,
-           "FLYBENCH_RESULTS_DIR": str(results_dir)}
+           "FLYBENCH_RESULTS_DIR": str(results_dir), "FLYBENCH_COMMIT": commit,
+           "FLYBENCH_ENV_NAME": _asv_env_name(args.config)}
     command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
                "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
     for pattern in asv_regex(shape_set, runnable):
@@ -79,6 +80,14 @@ def _print_availability(combos: list[Choice]) -> None:
     for c in combos:
         table.add_row(c.workload, c.provider, c.dtype, "yes" if c.reason is None else f"no: {c.reason}")
     Console().print(table)
+
+
+def _asv_env_name(config: str) -> str:
+    """The name asv gives this interpreter's environment, which names the results file."""
+    from asv.config import Config
+    from asv.environment import ExistingEnvironment
+
+    return ExistingEnvironment(Config.load(config), sys.executable, {}, {}).name
 
 
 def _head_commit() -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import gemm, moe_expert_loop
+from flybench.providers.torch_ops import gemm_runner, moe_expert_loop
 from flybench.workloads.base import Case, Tensors
 
 
@@ -33,11 +33,11 @@ class BlasLoop(Provider):
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         import torch
 
-        compute = moe_expert_loop if case.workload == "moe" else gemm
+        compute = (lambda: moe_expert_loop(case, inputs)) if case.workload == "moe" else gemm_runner(case, inputs)
 
         def run() -> Tensors:
             torch.backends.cuda.preferred_blas_library(self.torch_library)
-            return compute(case, inputs)
+            return compute()
 
         return run
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import attention_scale, diffusion_sdpa, gemm, moe_expert_loop, sdpa_bshd
+from flybench.providers.torch_ops import attention_scale, diffusion_sdpa, gemm_runner, moe_expert_loop, sdpa_bshd
 from flybench.workloads.base import Case, Tensors
 
 
@@ -28,7 +28,7 @@ class TorchEager(Provider):
             return lambda: diffusion_sdpa(case, inputs)
         if workload == "moe":
             return lambda: moe_expert_loop(case, inputs)
-        return lambda: gemm(case, inputs)
+        return gemm_runner(case, inputs)
 
 
 register(TorchEager())

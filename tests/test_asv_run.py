@@ -1,0 +1,88 @@
+"""A real asv run of tiny cases through `flybench run`, and the results files it leaves."""
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from asv.results import Results
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _config(tmp_path: Path) -> Path:
+    conf = json.loads((ROOT / "asv.conf.json").read_text())
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / "benchmarks"), results_dir=str(tmp_path / "results"),
+                env_dir=str(tmp_path / "env"))
+    path = tmp_path / "asv.conf.json"
+    path.write_text(json.dumps(conf))
+    return path
+
+
+@pytest.fixture(scope="module")
+def asv_run(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("asv")
+    config = _config(tmp_path)
+    command = [sys.executable, "-m", "flybench", "run", "--set", "tiny", "--config", str(config), "--machine", "ci-cpu",
+               "-w", "gemm", "-w", "attention", "-p", "torch", "-d", "bf16"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env={**os.environ,
+                                                                                   "FLYBENCH_DEVICE": "cpu"})
+    return tmp_path, config, done
+
+
+def _index(results: Results, name: str, combo: tuple[str, ...]) -> int:
+    product = itertools.product(*results.get_result_params(name))
+    return next(i for i, params in enumerate(product) if params == tuple(repr(p) for p in combo))
+
+
+def test_run_succeeds_and_writes_asv_results(asv_run):
+    tmp_path, _, done = asv_run
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    machine_dir = tmp_path / "results" / "ci-cpu"
+    machine = json.loads((machine_dir / "machine.json").read_text())
+    assert machine["machine"] == "ci-cpu" and "accelerator: none" in machine["cpu"]
+    [results_file] = [p for p in machine_dir.glob("*.json") if p.name != "machine.json"]
+    results = Results.load(str(results_file))
+    name, combo = "gemm.Tiny.track_time", ("64x48x32", "torch", "bf16")
+    params = results.get_result_params(name)
+    i = _index(results, name, combo)
+    value, stats = results.get_result_value(name, params)[i], results.get_result_stats(name, params)[i]
+    assert value > 0 and len(results.get_result_samples(name, params)[i]) >= 5  # samples reached asv as samples
+    assert stats["ci_99_a"] <= value <= stats["ci_99_b"] and stats["q_25"] <= value <= stats["q_75"]
+    assert results.get_result_value("gemm.Tiny.track_tflops", params)[i] > 0
+    error = "attention.Tiny.track_error"
+    j = _index(results, error, ("B2S64H4Hkv2D128_causal", "torch", "bf16"))
+    assert 0 < results.get_result_value(error, results.get_result_params(error))[j] < 2e-2
+
+
+def test_tracked_values_come_from_one_measurement(asv_run):
+    tmp_path, _, _ = asv_run
+    [sidecar] = (tmp_path / "results" / "ci-cpu").glob("*.cases.jsonl")
+    records = [json.loads(line) for line in sidecar.read_text().splitlines()]
+    keys = [(r["workload"], r["case"], r["provider"], r["dtype"]) for r in records]
+    assert len(keys) == len(set(keys)) > 0  # measured once per case, read back by the other four values
+    assert all(r["status"] == "ok" and r["contract"]["timer"] == "perf_counter" for r in records)
+    assert {r["workload"] for r in records} == {"gemm", "attention"}
+
+
+def test_run_prints_summary_with_cases(asv_run):
+    _, _, done = asv_run
+    assert "cases measured" in done.stdout and "64x48x32" in done.stdout
+
+
+def test_unavailable_provider_is_skipped_with_reason_by_plain_asv(asv_run):
+    tmp_path, config, _ = asv_run
+    done = subprocess.run([sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same", "--quick",
+                           "--machine", "ci-cpu", "--show-stderr", "-b", r"gemm\.Tiny\.track_time\('64x48x32', 'cublas', 'bf16'\)"],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ,
+                                                                              "FLYBENCH_DEVICE": "cpu"})
+    assert "n/a" in done.stdout and "cublas needs an NVIDIA GPU" in done.stdout + done.stderr
+
+
+def test_unknown_names_exit_2_with_valid_names(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "flybench", "run", "-w", "nope", "--dry-run"], capture_output=True,
+                          text=True, cwd=ROOT)
+    assert done.returncode == 2 and "valid workloads: attention, diffusion_attention, gemm, moe" in done.stderr
