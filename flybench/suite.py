@@ -16,6 +16,8 @@ from pathlib import Path
 from flybench.measure.record import CaseRecord
 
 RUN_ID_ENV = "FLYBENCH_RUN_ID"
+TIMEOUT_S = {"tiny": 300.0, "quick": 900.0, "full": 1800.0}
+"""asv kills a case's process after this long; a hang then costs one timeout, not five."""
 
 
 def make_suite(workload_name: str, shape_set: str) -> type:
@@ -26,7 +28,7 @@ def make_suite(workload_name: str, shape_set: str) -> type:
     workload = get_workload(workload_name)
     params = [[c.name for c in workload.cases(shape_set)], provider_names(workload_name), list(workload.dtypes)]
     return type(shape_set.capitalize(), (CaseSuite,), {
-        "workload": workload_name, "shape_set": shape_set, "params": params,
+        "workload": workload_name, "shape_set": shape_set, "params": params, "timeout": TIMEOUT_S[shape_set],
         "__doc__": f"{workload.description} ({shape_set} shape set)",
     })
 
@@ -37,7 +39,6 @@ class CaseSuite:
     workload = ""
     shape_set = ""
     param_names = ["case", "provider", "dtype"]
-    timeout = 1800.0
 
     def setup(self, case: str, provider: str, dtype: str) -> None:
         self.record = measured(self.workload, self.shape_set, case, provider, dtype)
@@ -78,8 +79,16 @@ class CaseSuite:
         return self.record
 
 
+DIED = "the measuring process died before it finished (crash, hang past the asv timeout, or killed)"
+
+
 def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str) -> CaseRecord:
-    """This run's record of the case, measuring it (and appending it to the sidecar) if absent."""
+    """This run's record of the case, measuring it (and appending it to the sidecar) if absent.
+
+    A placeholder saying the process died is written before measuring; if the
+    process crashes or hangs, the case's other tracked values find that
+    placeholder and report the failure instead of crashing again.
+    """
     from flybench.measure import record as records
     from flybench.measure.case import measure_case
     from flybench.measure.contract import PRESETS
@@ -87,14 +96,21 @@ def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str
     sidecar = _sidecar()
     run_id = os.environ.get(RUN_ID_ENV) or f"asv-{os.getppid()}"
     key = (workload, shape_set, case, provider, dtype)
-    if sidecar is not None and (found := records.find(sidecar, run_id, key)) is not None:
-        return found
+    if sidecar is not None:
+        found = records.find(sidecar, run_id, key)
+        if found is not None:
+            return found
+        records.append(sidecar, _stamped(CaseRecord(run_id, *key, status="failed", reason=DIED), sidecar))
     record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set], run_id=run_id)
     if sidecar is not None:
-        record.commit = os.environ.get("ASV_COMMIT") or os.environ["FLYBENCH_COMMIT"]
-        record.env = os.environ.get("ASV_ENV_NAME") or os.environ["FLYBENCH_ENV_NAME"]
-        record.machine = sidecar.parent.name
-        records.append(sidecar, record)
+        records.append(sidecar, _stamped(record, sidecar))
+    return record
+
+
+def _stamped(record: CaseRecord, sidecar: Path) -> CaseRecord:
+    record.commit = os.environ.get("ASV_COMMIT") or os.environ["FLYBENCH_COMMIT"]
+    record.env = os.environ.get("ASV_ENV_NAME") or os.environ["FLYBENCH_ENV_NAME"]
+    record.machine = sidecar.parent.name
     return record
 
 
