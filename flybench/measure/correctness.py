@@ -26,13 +26,14 @@ class Verdict:
 
 
 def relative_error(out: "torch.Tensor", ref: "torch.Tensor") -> float:  # noqa: F821
-    """||out - ref||_F / ||ref||_F in float64; NaN when `out` has a non-finite element."""
+    """||out - ref||_F / ||ref||_F, norms accumulated in float64; NaN when `out` is not all finite."""
     import torch
 
-    out64, ref64 = out.detach().to(torch.float64), ref.detach().to(torch.float64)
-    if not torch.isfinite(out64).all():
+    if not torch.isfinite(out).all():
         return math.nan
-    return float(torch.linalg.norm(out64 - ref64) / torch.linalg.norm(ref64).clamp_min(1e-30))
+    ref = ref.detach().float()
+    difference = torch.linalg.vector_norm(out.detach().float() - ref, dtype=torch.float64)
+    return float(difference / torch.linalg.vector_norm(ref, dtype=torch.float64).clamp_min(1e-30))
 
 
 def check(outputs: Tensors, reference: Tensors, dtype: str) -> Verdict:

@@ -46,7 +46,9 @@ _TINY = [  # (heads label, q heads, kv heads, batch, longest prefix, draft, page
 ]
 
 
-def _case(prefix: str, model: str, hq: int, hkv: int, batch: int, ctx: int | str, draft: int, page: int, mask: str) -> Case:
+def _case(
+    prefix: str, model: str, hq: int, hkv: int, batch: int, ctx: int | str, draft: int, page: int, mask: str
+) -> Case:
     low, high = (1024, 32768) if ctx == "mix" else (max(1, int(ctx) // 2), int(ctx))
     label = "mix" if ctx == "mix" else size_label(int(ctx))
     name = f"{prefix}-b{batch}-ctx{label}-d{draft}-p{page}-{MASKS[mask]}"
@@ -125,7 +127,7 @@ class DiffusionAttentionWorkload(Workload):
         if case.shape["mask"] == "causal":
             draft_mask = draft_mask.tril()
         for i, length in enumerate(inputs["context_lens"].tolist()):
-            pages = torch.arange(-(-length // page_size))
+            pages = inputs["block_table"][i, : -(-length // page_size)].long()
             k = torch.cat([inputs["k_cache"][pages].reshape(-1, hkv, hd)[:length], inputs["k_draft"][i]])
             v = torch.cat([inputs["v_cache"][pages].reshape(-1, hkv, hd)[:length], inputs["v_draft"][i]])
             prefix_mask = torch.ones((d, length), dtype=torch.bool, device=q.device)

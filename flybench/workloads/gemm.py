@@ -62,7 +62,10 @@ class GemmWorkload(Workload):
         if p["kind"] == "copy":
             count = p["bytes"] // BYTES_PER_ELEMENT[dtype]
             tile = randn(gen, (min(count, _COPY_TILE),), torch.float32, device).to(dt)
-            return {"src": tile.repeat(-(-count // tile.numel()))[:count].contiguous()}
+            src, whole = torch.empty(count, dtype=dt, device=device), count // tile.numel() * tile.numel()
+            src[:whole].view(-1, tile.numel()).copy_(tile)
+            src[whole:].copy_(tile[: count - whole])
+            return {"src": src}
         m, n, k = p["m"], p["n"], p["k"]
         if dtype != "fp8":
             return {"a": randn(gen, (m, k), dt, device), "b": randn(gen, (n, k), dt, device, std=k**-0.5)}
