@@ -56,7 +56,7 @@ def profiler_kernel_time(runner, flush, calls: int = 30) -> float:
     return statistics.median(per_call)
 
 
-def study(repeats: int) -> list[dict]:
+def study(repeats: int, out: str | None = None) -> list[dict]:
     import torch
     from triton.testing import do_bench
 
@@ -92,6 +92,9 @@ def study(repeats: int) -> list[dict]:
         })
         del inputs, runner
         torch.cuda.empty_cache()
+        if out:  # after every case, so a run cut short still leaves what it measured
+            with open(out, "w") as handle:
+                json.dump({"device": device.as_dict(), "rows": rows}, handle, indent=1)
     return rows
 
 
@@ -100,10 +103,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--out", default=None, help="write the rows as JSON here")
     args = parser.parse_args()
-    rows = study(args.repeats)
-    if args.out:
-        with open(args.out, "w") as handle:
-            json.dump({"device": hardware.detect().as_dict(), "rows": rows}, handle, indent=1)
+    rows = study(args.repeats, args.out)
     print(f"{'case':60s} {'flybench':>10s} {'do_bench':>10s} {'profiler':>10s} {'cv(run)':>8s} "
           f"{'spread fb':>9s} {'spread db':>9s} {'spread pr':>9s}")
     for r in rows:
