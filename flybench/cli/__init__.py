@@ -18,11 +18,25 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(f"flybench.cli.{verb}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"flybench.cli.{verb}":
+            if (exc.name or "").startswith("flybench"):
                 raise
+            _add_missing(subparsers, verb, exc.name or str(exc))
             continue
         module.add_parser(subparsers).set_defaults(handler=module.main)
     return parser
+
+
+def _add_missing(subparsers, verb: str, package: str) -> None:
+    """A verb whose optional dependency is not installed still shows up, and says what to install."""
+    extra = {"duckdb": "store", "scipy": "store", "streamlit": "dashboard", "altair": "dashboard"}.get(package, "test")
+
+    def refuse(args: argparse.Namespace) -> int:
+        raise FlybenchError(f"'flybench {verb}' needs the Python package {package!r}, which is not installed; "
+                            f"install it with: pip install -e '.[{extra}]'")
+
+    parser = subparsers.add_parser(verb, help=f"(needs {package}: pip install -e '.[{extra}]')")
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    parser.set_defaults(handler=refuse)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ class Contract:
 
 PRESETS = {
     "tiny": Contract(warmup_s=0.05, target_s=0.1, min_samples=5, max_samples=50),
-    "quick": Contract(warmup_s=0.3, target_s=0.5, min_samples=30, max_samples=1000),
+    "quick": Contract(warmup_s=0.5, target_s=0.5, min_samples=30, max_samples=1000),
     "full": Contract(warmup_s=0.5, target_s=1.5, min_samples=50, max_samples=3000),
 }
 
