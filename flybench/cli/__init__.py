@@ -18,6 +18,8 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             module = importlib.import_module(f"flybench.cli.{verb}")
         except ModuleNotFoundError as exc:
+            if exc.name == f"flybench.cli.{verb}":
+                continue  # verb not part of this version
             if (exc.name or "").startswith("flybench"):
                 raise
             _add_missing(subparsers, verb, exc.name or str(exc))
