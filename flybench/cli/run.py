@@ -57,7 +57,9 @@ def main(args: argparse.Namespace) -> int:
     _register_machine(args.config, machine, device)
     env = {**os.environ, "FLYBENCH_RUN_ID": uuid.uuid4().hex, "FLYBENCH_MACHINE": machine,
            "FLYBENCH_RESULTS_DIR": str(results_dir), "FLYBENCH_COMMIT": commit,
-           "FLYBENCH_ENV_NAME": _asv_env_name(args.config)}
+           "FLYBENCH_ENV_NAME": _asv_env_name(args.config),
+           # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
+           "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
                "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
     for pattern in asv_regex(shape_set, runnable):
@@ -116,7 +118,9 @@ def _register_machine(config: str, machine: str, device: hardware.Device) -> Non
     accelerator = "none" if device.kind == "cpu" else f"{device.name} {device.arch} {device.driver}"
     versions = " ".join(f"{k}={v}" for k, v in package_versions().items())
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", config, "--machine", machine,
-                    "--os", f"{platform.system()} {platform.release()}", "--arch", platform.machine(),
-                    "--cpu", f"{cpu}; accelerator: {accelerator}; {versions}", "--num_cpu", str(os.cpu_count()),
-                    "--ram", f"{ram // 2**30}GB"], check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", config, "--machine", machine,
+                           "--os", f"{platform.system()} {platform.release()}", "--arch", platform.machine(),
+                           "--cpu", f"{cpu}; accelerator: {accelerator}; {versions}", "--num_cpu",
+                           str(os.cpu_count()), "--ram", f"{ram // 2**30}GB"], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise FlybenchError(f"asv could not record machine {machine!r}: {(done.stderr or done.stdout).strip()[-800:]}")
