@@ -66,7 +66,7 @@ def main(args: argparse.Namespace) -> int:
         command += ["--bench", pattern]
     code = subprocess.run(command, cwd=Path(args.config).resolve().parent, env=env).returncode
     print(f"results: {results_dir / machine}")
-    from flybench.cli.summary import print_run_summary
+    from flybench.cli._summary import print_run_summary
 
     print_run_summary(results_dir / machine, env["FLYBENCH_RUN_ID"])
     return code

@@ -37,7 +37,7 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
         if read_only:
             check_version(conn, path)
         else:
-            migrate(conn)
+            migrate(conn, path)
         yield conn
     finally:
         conn.close()

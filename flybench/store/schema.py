@@ -124,13 +124,10 @@ def current_version(conn: duckdb.DuckDBPyConnection) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
-def migrate(conn: duckdb.DuckDBPyConnection) -> int:
+def migrate(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
     """Apply the pending steps, each in its own transaction; returns the version reached."""
     conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
-    version = current_version(conn)
-    if version > LATEST:
-        raise FlybenchError(f"database schema v{version} is newer than this flybench (v{LATEST}): upgrade flybench")
-    for step in range(version + 1, LATEST + 1):
+    for step in range(_known_version(conn, path) + 1, LATEST + 1):
         conn.begin()
         try:
             for statement in MIGRATIONS[step - 1]:
@@ -145,9 +142,16 @@ def migrate(conn: duckdb.DuckDBPyConnection) -> int:
 
 def check_version(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Readers cannot migrate; tell them how to get a database they can read."""
-    version = current_version(conn)
-    if version != LATEST:
+    version = _known_version(conn, path)
+    if version < LATEST:
         raise FlybenchError(
             f"{path} has schema v{version}, this flybench reads v{LATEST}: "
             f"run `flybench ingest <results dir> --db {path}` to migrate (or delete it and re-ingest)"
         )
+
+
+def _known_version(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
+    version = current_version(conn)
+    if version > LATEST:
+        raise FlybenchError(f"{path} has schema v{version}, newer than this flybench (v{LATEST}): upgrade flybench")
+    return version

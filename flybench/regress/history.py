@@ -1,0 +1,204 @@
+"""Regressions in the history of each benchmark series, found the way `asv publish` finds them.
+
+asv's Potts-model step detection (`detect_steps`, which fits with
+`solve_potts_approx`) segments each series ordered by commit date, and
+`detect_regressions` picks the upward steps that explain why the latest value
+is worse than the best. flybench then keeps a step only if it clears three
+bars: the relative and absolute thresholds, and `noise_k` times the series'
+own noise (the robust spread of its residuals around the fitted steps), so a
+noisy benchmark needs a bigger step than a quiet one. Deterministic metrics
+(register counts, LDS bytes) skip all of this: every change is reported.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from asv import step_detect
+from asv._stats import get_weight  # the data-point weight asv publish gives step detection
+
+from flybench.regress.config import RegressConfig, Thresholds, load_config
+from flybench.store import queries
+from flybench.store.db import DEFAULT_DB
+
+MAD_TO_SIGMA = 1.4826
+"""Scales a median absolute deviation to a standard deviation for normal noise."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One commit of a series; `value` is None where the benchmark failed or was not run."""
+
+    commit: str
+    value: float | None
+    weight: float | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """A change between two consecutive measured commits of one series."""
+
+    last_good: str
+    first_bad: str
+    before: float
+    after: float
+    noise: float
+    confidence: float
+    worse: bool
+
+    @property
+    def absolute(self) -> float:
+        return self.after - self.before
+
+    @property
+    def relative(self) -> float:
+        return self.absolute / abs(self.before) if self.before else math.inf
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A step in one (machine, environment, benchmark, parameters) series, with where it is."""
+
+    subject: str
+    machine: str
+    env_name: str
+    benchmark: str
+    params: dict[str, Any]
+    unit: str | None
+    step: Step
+    kind: str  # "step" (statistical) or "change" (deterministic metric)
+
+
+def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
+    """The steps of one series, oldest first: worse steps only, or every change if deterministic."""
+    if thresholds.deterministic:
+        return _changes(points, thresholds)
+    bad = [_badness(p.value, thresholds) for p in points]
+    segments = step_detect.detect_steps(bad, [p.weight for p in points])
+    if len(segments) < 2:
+        return []
+    # detect_regressions looks for rises; for bigger-is-better metrics `bad` is 1/value,
+    # where a relative drop r of the value is a relative rise r / (1 - r).
+    rise = thresholds.relative / (1 - thresholds.relative) if thresholds.bigger_is_better else thresholds.relative
+    _, _, jumps = step_detect.detect_regressions(segments, threshold=min(rise, 1e9))
+    noise = _noise(bad, segments)
+    steps = []
+    for last_good, first_bad, _, _ in jumps or []:
+        left = next(s for s in segments if s[1] - 1 == last_good)
+        right = next(s for s in segments if s[0] == first_bad)
+        rise_bad = right[2] - left[2]
+        if rise_bad < thresholds.noise_k * noise:
+            continue
+        step = Step(
+            points[last_good].commit, points[first_bad].commit,
+            _value(left[2], thresholds), _value(right[2], thresholds), _value_noise(noise, left[2], thresholds),
+            _confidence(rise_bad, noise, _count(bad, left), _count(bad, right)), worse=True,
+        )
+        if abs(step.relative) >= thresholds.relative and abs(step.absolute) >= thresholds.absolute:
+            steps.append(step)
+    return steps
+
+
+def find_regressions(
+    db_path: str | Path = DEFAULT_DB,
+    machine: str | None = None,
+    subject: str | None = None,
+    benchmark: str | None = None,
+    config: RegressConfig | str | Path | None = None,
+) -> list[Regression]:
+    """Open regressions over the stored history (and every compile-metric change), worst first.
+
+    `benchmark` is a glob on benchmark names; `config` a RegressConfig or a
+    flybench.toml path (default ./flybench.toml when present).
+    """
+    cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    found: list[Regression] = []
+    for (subj, mach, env, name, params), rows in _series(
+            queries.history(db_path, machine=machine, subject=subject),
+            ["subject", "machine", "env_name", "benchmark", "params"], benchmark):
+        decoded = json.loads(params)
+        unit = rows[0]["unit"]
+        thresholds = cfg.thresholds(name, ", ".join(map(str, decoded.values())), unit)
+        points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r)) for r in rows]
+        kind = "change" if thresholds.deterministic else "step"
+        found += [Regression(subj, mach, env, name, decoded, unit, s, kind) for s in detect(points, thresholds)]
+    for (subj, mach, kernel, arch, metric), rows in _series(
+            queries.compile_history(db_path, machine=machine, subject=subject),
+            ["subject", "machine", "kernel", "arch", "metric"], benchmark):
+        unit = rows[0]["unit"]
+        thresholds = cfg.thresholds(kernel, f"{arch}, {metric}", unit)
+        points = [Point(r["commit_hash"], r["value"]) for r in rows]
+        found += [Regression(subj, mach, "", kernel, {"arch": arch, "metric": metric}, unit, s, "change")
+                  for s in _changes(points, thresholds)]
+    return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative)))
+
+
+def _series(frame: pd.DataFrame, key: list[str], name_glob: str | None) -> Iterator[tuple[tuple, list[dict]]]:
+    """Rows grouped into series (already in commit-date order), the 4th key part matched to the glob."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in queries.records(frame):
+        groups.setdefault(tuple(row[k] for k in key), []).append(row)
+    for series_key, rows in groups.items():
+        if not name_glob or fnmatchcase(series_key[3], name_glob):
+            yield series_key, rows
+
+
+def _weight(row: dict[str, Any]) -> float | None:
+    """asv publish's weight (2 / CI width), None where asv stored no interval."""
+    if row["ci_99_a"] is None or row["ci_99_b"] is None:
+        return None
+    return get_weight({"ci_99_a": row["ci_99_a"], "ci_99_b": row["ci_99_b"]})
+
+
+def _changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
+    measured = [p for p in points if p.value is not None and not math.isnan(p.value)]
+    return [
+        Step(a.commit, b.commit, a.value, b.value, 0.0, 1.0,
+             worse=(b.value < a.value) if thresholds.bigger_is_better else (b.value > a.value))
+        for a, b in zip(measured, measured[1:]) if a.value != b.value
+    ]
+
+
+def _badness(value: float | None, thresholds: Thresholds) -> float | None:
+    """The value oriented so that up is worse; non-positive rates are not measurements."""
+    if value is None or math.isnan(value):
+        return None
+    if thresholds.bigger_is_better:
+        return 1 / value if value > 0 else None
+    return value
+
+
+def _value(bad: float, thresholds: Thresholds) -> float:
+    return 1 / bad if thresholds.bigger_is_better else bad
+
+
+def _value_noise(noise: float, level: float, thresholds: Thresholds) -> float:
+    """Noise in the metric's own unit (for 1/x, d(1/b) = db / b^2 near the level)."""
+    return noise / level**2 if thresholds.bigger_is_better else noise
+
+
+def _noise(bad: list[float | None], segments: list[tuple]) -> float:
+    """Robust spread (scaled MAD) of the residuals around the fitted step levels."""
+    residuals = [bad[i] - level for left, right, level, _, _ in segments
+                 for i in range(left, right) if bad[i] is not None]
+    return MAD_TO_SIGMA * statistics.median(abs(r) for r in residuals) if residuals else 0.0
+
+
+def _count(bad: list[float | None], segment: tuple) -> int:
+    return sum(1 for i in range(segment[0], segment[1]) if bad[i] is not None)
+
+
+def _confidence(rise: float, noise: float, n_before: int, n_after: int) -> float:
+    """1 - p of a two-sample z test of the two levels, with the series' noise as sigma."""
+    if noise == 0:
+        return 1.0
+    z = rise / (noise * math.sqrt(1 / n_before + 1 / n_after))
+    return math.erf(z / math.sqrt(2))

@@ -1,0 +1,248 @@
+"""The DuckDB store, built from real `asv run` results of a throwaway project."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from fixtures.asv_project import (
+    FAILED_AT, FLYDSL_MS, MACHINE, PROJECT, TORCH_MS, AsvProject, build, case_record, write_sidecar,
+)
+
+from flybench.errors import FlybenchError
+from flybench.store import connect, ingest, queries
+from flybench.store import schema
+from flybench.store.schema import LATEST
+
+FLYDSL = {"case": "c1", "provider": "flydsl", "dtype": "bf16"}
+TORCH = {"case": "c1", "provider": "torch", "dtype": "bf16"}
+TABLES = ("machines", "commits", "environments", "benchmarks", "results", "compile_metrics", "ingested_files",
+          "schema_version")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> AsvProject:
+    return build(tmp_path_factory.getbasetemp() / "asv_toy")
+
+
+@pytest.fixture
+def results(project: AsvProject, tmp_path: Path) -> Path:
+    """A private copy of the results tree (and the asv config that names the subject)."""
+    shutil.copy(project.root / "asv.conf.json", tmp_path / "asv.conf.json")
+    return Path(shutil.copytree(project.results_dir, tmp_path / "results"))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "store.duckdb"
+
+
+def dump(db: Path) -> dict[str, list[tuple]]:
+    """Every table's rows, sorted, to compare whole databases."""
+    with connect(db, read_only=True) as conn:
+        return {t: sorted(conn.execute(f"SELECT * FROM {t}").fetchall(), key=repr) for t in TABLES}
+
+
+def count(db: Path, sql: str, args: list | None = None) -> int:
+    with connect(db, read_only=True) as conn:
+        return conn.execute(sql, args or []).fetchone()[0]
+
+
+def test_asv_wrote_results_for_every_commit(project: AsvProject) -> None:
+    machine_dir = project.results_dir / MACHINE
+    assert (machine_dir / "machine.json").is_file() and (project.results_dir / "benchmarks.json").is_file()
+    assert [project.results_file(i).name[:8] for i in range(len(project.commits))] == [c[:8] for c in project.commits]
+
+
+def test_ingest_loads_values_samples_and_params(results: Path, db: Path, project: AsvProject) -> None:
+    report = ingest(results, db)
+    assert report.ok and report.subject == PROJECT
+    assert len(report.loaded) == 6 and report.rows == 6 * 4
+
+    history = queries.history(db, MACHINE, "attention.Quick.track_time", {"provider": "flydsl", "dtype": "bf16",
+                                                                          "case": "c1"})
+    assert list(history.commit_hash) == project.commits
+    assert list(history.value) == pytest.approx([ms * 1e-3 for ms in FLYDSL_MS])
+    assert list(history.commit_date) == [dt.datetime(2026, 1, i + 1, 12) for i in range(6)]
+    first = queries.records(history)[0]
+    assert json.loads(first["params"]) == FLYDSL
+    assert first["unit"] == "seconds" and first["status"] == "ok" and first["repeat"] == 9
+    assert list(first["samples"]) == pytest.approx([1e-3 * (1 + 0.002 * (i - 4)) for i in range(9)], rel=1e-4)
+    assert first["ci_99_a"] < first["q_25"] < first["value"] < first["q_75"] < first["ci_99_b"]
+    assert first["contract"] is None  # no sidecar
+
+    tflops = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops", TORCH))
+    assert [r["status"] for r in tflops].count("failed") == 1
+    assert tflops[FAILED_AT]["value"] is None and tflops[FAILED_AT]["status"] == "failed"
+    assert tflops[0]["value"] == pytest.approx(100 / TORCH_MS[0], rel=1e-4)
+    assert tflops[0]["samples"] is None and tflops[0]["unit"] == "TFLOP/s"
+
+    (machine,) = queries.records(queries.machines(db))
+    assert (machine["name"], machine["host"], machine["accelerator"], machine["arch"]) == (
+        MACHINE, "m1", "gfx950", "gfx950")
+    assert machine["os"] == "Linux" and machine["cpu"] == "toy cpu"
+    benchmarks = queries.records(queries.benchmarks(db))
+    assert {b["name"]: (list(b["param_names"]), b["unit"]) for b in benchmarks} == {
+        "attention.Quick.track_time": (["case", "provider", "dtype"], "seconds"),
+        "attention.Quick.track_tflops": (["case", "provider", "dtype"], "TFLOP/s"),
+    }
+    assert count(db, "SELECT count(*) FROM environments WHERE python = ?", [sys.executable]) == 1
+    assert count(db, "SELECT max(version) FROM schema_version") == LATEST
+
+
+def test_ingest_twice_changes_nothing(results: Path, db: Path) -> None:
+    ingest(results, db)
+    before = dump(db)
+    again = ingest(results, db)
+    assert again.loaded == [] and len(again.unchanged) == 6 and again.ok
+    assert dump(db) == before
+
+    touched = next((results / MACHINE).glob("*-*.json"))
+    os.utime(touched, ns=(1, 1))  # same bytes, other mtime: hashed, found equal, not re-read
+    assert ingest(results, db).loaded == []
+    assert dump(db)["results"] == before["results"]
+
+
+def test_ingest_reads_only_new_and_changed_files(results: Path, db: Path, project: AsvProject, tmp_path: Path) -> None:
+    newest = project.results_file(5).relative_to(project.results_dir)
+    held_back = tmp_path / "held_back.json"
+    shutil.move(results / newest, held_back)
+    assert len(ingest(results, db).loaded) == 5
+
+    shutil.move(held_back, results / newest)
+    report = ingest(results, db)
+    assert report.loaded == [newest.as_posix()] and len(report.unchanged) == 5
+
+    changed = results / project.results_file(0).relative_to(project.results_dir)
+    data = json.loads(changed.read_text())
+    data["results"]["attention.Quick.track_tflops"][0] = [12.5, 25.0]
+    changed.write_text(json.dumps(data))
+    assert ingest(results, db).loaded == [changed.relative_to(results).as_posix()]
+    rows = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops"))
+    assert [r["value"] for r in rows if r["commit_hash"] == project.commits[0]] == [12.5, 25.0]
+    assert count(db, "SELECT count(*) FROM results") == 24
+
+    changed.unlink()
+    assert ingest(results, db).removed == [changed.relative_to(results).as_posix()]
+    assert count(db, "SELECT count(*) FROM results WHERE commit_hash = ?", [project.commits[0]]) == 0
+
+
+def test_corrupt_file_is_reported_and_the_others_load(results: Path, db: Path, project: AsvProject) -> None:
+    corrupt = results / project.results_file(2).relative_to(project.results_dir)
+    good_bytes = corrupt.read_bytes()
+    corrupt.write_bytes(good_bytes[: len(good_bytes) // 2])
+
+    report = ingest(results, db)
+    assert len(report.loaded) == 5 and not report.ok
+    (error,) = report.errors
+    assert error.path == str(corrupt) and "JSON" in error.message
+    assert count(db, "SELECT count(*) FROM results WHERE commit_hash = ?", [project.commits[2]]) == 0
+    assert count(db, "SELECT count(*) FROM ingested_files WHERE path LIKE ?", [f"%{project.commits[2][:8]}%"]) == 0
+
+    corrupt.write_bytes(good_bytes)
+    fixed = ingest(results, db)
+    assert fixed.ok and fixed.loaded == [corrupt.relative_to(results).as_posix()]
+    assert count(db, "SELECT count(*) FROM results") == 24
+
+
+def test_sidecar_status_reason_and_contract_join(results: Path, db: Path, project: AsvProject) -> None:
+    target = results / project.results_file(3).relative_to(project.results_dir)
+    sidecar = write_sidecar(target, [
+        case_record("flydsl", contract={"flush": "none"}),
+        case_record("flydsl", run_id="run-2"),  # appended later: wins
+        case_record("torch", status="failed", reason="relative error 0.3 > tolerance 0.02"),
+    ], extra='{"workload": "attention", "shape_set": "qu')  # a torn last line
+    write_sidecar(results / project.results_file(FAILED_AT).relative_to(project.results_dir), [case_record("torch")])
+    report = ingest(results, db)
+    assert report.ok and len(report.warnings) == 1 and "line 4" in report.warnings[0]
+
+    rows = queries.records(queries.history(db, MACHINE))
+    at_step = {(r["benchmark"], json.loads(r["params"])["provider"]): r
+               for r in rows if r["commit_hash"] == project.commits[3]}
+    flydsl = at_step["attention.Quick.track_time", "flydsl"]
+    assert flydsl["status"] == "ok" and flydsl["run_id"] == "run-2"
+    assert json.loads(flydsl["contract"])["flush"] == "llc"
+    assert flydsl["tflops"] == 100.0 and json.loads(flydsl["errors"]) == {"out": 1e-3}
+    torch = at_step["attention.Quick.track_tflops", "torch"]
+    assert torch["status"] == "failed" and torch["reason"].startswith("relative error")
+    no_value = next(r for r in rows if r["commit_hash"] == project.commits[FAILED_AT]
+                    and r["benchmark"].endswith("tflops") and '"torch"' in r["params"])
+    assert no_value["status"] == "unavailable" and "measured" in no_value["reason"]  # asv null, case ok
+    elsewhere = [r for r in rows if r["commit_hash"] == project.commits[2]]
+    assert all(r["contract"] is None and r["status"] == "ok" for r in elsewhere)
+
+    sidecar.write_text(json.dumps(case_record("torch", status="unavailable", reason="needs ROCm")) + "\n")
+    assert ingest(results, db).loaded == [target.relative_to(results).as_posix()]  # the sidecar alone changed
+    statuses = {json.loads(r["params"])["provider"]: r["status"] for r in queries.records(queries.history(
+        db, MACHINE, "attention.Quick.track_time")) if r["commit_hash"] == project.commits[3]}
+    assert statuses == {"flydsl": "ok", "torch": "unavailable"}
+
+
+def test_subject_is_recorded_and_kept_apart(results: Path, db: Path) -> None:
+    ingest(results, db)
+    ingest(results, db, subject="flydsl")
+    assert count(db, "SELECT count(DISTINCT subject) FROM results") == 2
+    assert len(queries.commits(db, MACHINE, subject="flydsl")) == 6
+    latest = queries.latest_results(db, MACHINE, subject=PROJECT)
+    assert len(latest) == 4 and set(latest.commit_date) == {dt.datetime(2026, 1, 6, 12)}
+
+
+def test_locked_database_names_the_file_and_the_remedy(results: Path, db: Path) -> None:
+    ingest(results, db)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import duckdb, sys; c = duckdb.connect({str(db)!r}); print('ok', flush=True); "
+                               "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ok"
+        with pytest.raises(FlybenchError, match="locked by process") as err:
+            ingest(results, db)
+        assert str(db) in str(err.value) and "close the dashboard" in str(err.value)
+    finally:
+        holder.communicate("")
+
+
+def test_missing_inputs_are_clear_errors(tmp_path: Path, results: Path) -> None:
+    with pytest.raises(FlybenchError, match="run `flybench ingest"):
+        queries.machines(tmp_path / "none.duckdb")
+    (results / "benchmarks.json").unlink()
+    with pytest.raises(FlybenchError, match="benchmarks.json is missing"):
+        ingest(results, tmp_path / "db.duckdb")
+
+
+def test_cli_ingest_reads_the_asv_config(results: Path, db: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    from flybench.cli import ingest as ingest_cli
+
+    parser = argparse.ArgumentParser()
+    ingest_cli.add_parser(parser.add_subparsers())
+    monkeypatch.chdir(results.parent)  # where asv.conf.json says results_dir = "results"
+    assert ingest_cli.main(parser.parse_args(["ingest", "--db", str(db)])) == 0
+    assert "6 files loaded (24 rows)" in capsys.readouterr().out
+    next((results / MACHINE).glob("*-*.json")).write_text("{")
+    assert ingest_cli.main(parser.parse_args(["ingest", "--db", str(db)])) == 1
+    assert "error:" in capsys.readouterr().err
+
+
+def test_migrations_apply_in_order_and_once(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with connect(db):
+        pass
+    step = ["ALTER TABLE results ADD COLUMN note VARCHAR", "UPDATE results SET note = 'migrated'"]
+    monkeypatch.setattr(schema, "MIGRATIONS", [*schema.MIGRATIONS, step])
+    monkeypatch.setattr(schema, "LATEST", len(schema.MIGRATIONS))
+    with pytest.raises(FlybenchError, match=f"schema v{LATEST}, this flybench reads v{LATEST + 1}: run `flybench"):
+        queries.machines(db)  # readers cannot migrate
+    for _ in range(2):
+        with connect(db):
+            pass
+    raw = duckdb.connect(str(db), read_only=True)
+    assert [v for (v,) in raw.execute("SELECT version FROM schema_version ORDER BY 1").fetchall()] == [
+        *range(1, LATEST + 2)]
+    assert "note" in [c for (c, *_) in raw.execute("DESCRIBE results").fetchall()]
+    raw.close()
