@@ -62,14 +62,31 @@ def main(args: argparse.Namespace) -> int:
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
                "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
-    for pattern in asv_regex(shape_set, runnable):
-        command += ["--bench", pattern]
-    code = subprocess.run(command, cwd=Path(args.config).resolve().parent, env=env).returncode
+    code = 0
+    chunks = _chunks(runnable)
+    for number, ((workload, provider), chunk) in enumerate(chunks.items(), start=1):
+        print(f"[{number}/{len(chunks)}] {workload} x {provider}: {len(chunk)} dtype(s)", flush=True)
+        patterns = [arg for pattern in asv_regex(shape_set, chunk) for arg in ("--bench", pattern)]
+        done = subprocess.run(command + patterns, cwd=Path(args.config).resolve().parent, env=env)
+        code = max(code, done.returncode)
     print(f"results: {results_dir / machine}")
     from flybench.cli._summary import print_run_summary
 
     print_run_summary(results_dir / machine, env["FLYBENCH_RUN_ID"])
     return code
+
+
+def _chunks(runnable: list[Choice]) -> dict[tuple[str, str], list[Choice]]:
+    """One asv invocation per (workload, provider).
+
+    asv writes its results file only when an invocation ends, so a run that
+    is killed part-way keeps every chunk that finished; each chunk merges
+    into the same results file of the commit.
+    """
+    chunks: dict[tuple[str, str], list[Choice]] = {}
+    for choice in runnable:
+        chunks.setdefault((choice.workload, choice.provider), []).append(choice)
+    return chunks
 
 
 def _print_availability(combos: list[Choice]) -> None:

@@ -29,10 +29,10 @@ def relative_error(out: "torch.Tensor", ref: "torch.Tensor") -> float:  # noqa: 
     """||out - ref||_F / ||ref||_F, norms accumulated in float64; NaN when `out` is not all finite."""
     import torch
 
+    out, ref = out.detach().float(), ref.detach().float()  # fp8 has no isfinite of its own
     if not torch.isfinite(out).all():
         return math.nan
-    ref = ref.detach().float()
-    difference = torch.linalg.vector_norm(out.detach().float() - ref, dtype=torch.float64)
+    difference = torch.linalg.vector_norm(out - ref, dtype=torch.float64)
     return float(difference / torch.linalg.vector_norm(ref, dtype=torch.float64).clamp_min(1e-30))
 
 
