@@ -31,8 +31,22 @@ def provider_names(workload: str | None = None) -> list[str]:
 
 
 def _load_builtin() -> None:
-    """Import the built-in provider modules; each registers itself on import."""
-    from flybench.providers import blas, flex, torch_eager  # noqa: F401
+    """Import every provider module of this package; each registers itself on import.
+
+    Modules whose names start with "_" and the shared `base`/`torch_ops` are
+    helpers, not providers. Importing a provider module must never need its
+    backend (torch, triton, jax, aiter): those are imported when a case is
+    built, and `unavailable_reason` says what is missing.
+    """
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_") and module.name not in _HELPERS:
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+_HELPERS = {"base", "torch_ops"}
 
 
 __all__ = ["PROVIDERS", "Provider", "Runner", "get_provider", "provider_names", "register"]
