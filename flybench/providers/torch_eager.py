@@ -1,22 +1,32 @@
-"""`torch`: the eager torch path a framework user writes; runs anywhere torch runs."""
+"""`torch`: the eager torch path a framework user writes; runs anywhere torch runs.
+
+MoE in bf16 uses torch's grouped GEMM (the strongest plain-torch path, no
+host synchronisation); fp8 MoE uses the per-expert loop with
+torch._scaled_mm. The bf16 per-expert loop is what the BLAS providers
+(cublas, rocblas, hipblaslt) measure.
+"""
 
 from __future__ import annotations
 
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import attention_scale, diffusion_sdpa, gemm_runner, moe_expert_loop, sdpa_bshd
+from flybench.providers.torch_ops import attention_scale, diffusion_sdpa, gemm_runner, moe_expert_loop, moe_grouped_gemm, sdpa_bshd
 from flybench.workloads.base import Case, Tensors
 
 
 class TorchEager(Provider):
     name = "torch"
     workloads = frozenset({"diffusion_attention", "attention", "moe", "gemm"})
-    description = "eager torch: SDPA for attention, a per-expert matmul loop for MoE, torch.matmul for GEMM"
+    description = "eager torch: SDPA for attention, grouped GEMM for bf16 MoE, torch.matmul for GEMM"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
+        import torch
+
         if dtype == "fp8" and device.kind == "cpu":
             return "fp8 matmul (torch._scaled_mm) needs a GPU; this machine has none - use bf16 here"
+        if workload == "moe" and dtype == "bf16" and not hasattr(torch, "_grouped_mm"):
+            return "this torch has no torch._grouped_mm (torch >= 2.8 needed); upgrade torch"
         return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
@@ -27,7 +37,8 @@ class TorchEager(Provider):
         if workload == "diffusion_attention":
             return lambda: diffusion_sdpa(case, inputs)
         if workload == "moe":
-            return lambda: moe_expert_loop(case, inputs)
+            compute = moe_grouped_gemm if dtype == "bf16" else moe_expert_loop
+            return lambda: compute(case, inputs)
         return gemm_runner(case, inputs)
 
 
