@@ -40,19 +40,20 @@ class Flex(Provider):
         else:
             attend = torch.compile(flex_attention, dynamic=False)
         scale = attention_scale(case)
+        lse = _lse_request()
         if case.workload == "attention":
             q, k, v = (inputs[n].transpose(1, 2) for n in ("q", "k", "v"))
             mask_mod = _causal if case.shape["causal"] else _everything
             block_mask = create_block_mask(mask_mod, None, None, q.shape[2], k.shape[2], device=q.device)
             return lambda: _bshd(attend(q, k, v, block_mask=block_mask, scale=scale,
-                                        enable_gqa=k.shape[1] != q.shape[1], return_lse=True))
+                                        enable_gqa=k.shape[1] != q.shape[1], **lse))
         block_mask = _diffusion_block_mask(case, inputs, create_block_mask)
         q = inputs["q"].transpose(1, 2)
 
         def run() -> Tensors:
             k, v = gather_paged_kv(inputs)
             return _bshd(attend(q, k.transpose(1, 2), v.transpose(1, 2), block_mask=block_mask, scale=scale,
-                                enable_gqa=k.shape[2] != q.shape[1], return_lse=True))
+                                enable_gqa=k.shape[2] != q.shape[1], **lse))
 
         return run
 
@@ -65,9 +66,20 @@ def _everything(b, h, q_idx, kv_idx):
     return q_idx >= 0
 
 
+def _lse_request() -> dict:
+    """Ask for the log-sum-exp the way this torch wants it (return_aux from 2.9, return_lse before)."""
+    import inspect
+
+    from torch.nn.attention import flex_attention as module
+
+    if "return_aux" in inspect.signature(module.flex_attention).parameters:
+        return {"return_aux": module.AuxRequest(lse=True)}
+    return {"return_lse": True}
+
+
 def _bshd(result) -> Tensors:
-    out, lse = result
-    return {"out": out.transpose(1, 2), "lse": lse}
+    out, aux = result
+    return {"out": out.transpose(1, 2), "lse": getattr(aux, "lse", aux)}
 
 
 def _diffusion_block_mask(case: Case, inputs: Tensors, create_block_mask):
