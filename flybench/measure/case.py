@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import datetime
 import traceback
+from dataclasses import replace
 
 from flybench import hardware
 from flybench.measure import correctness, roofline
 from flybench.measure.contract import Contract, describe, for_device
 from flybench.measure.record import CaseRecord
-from flybench.measure.timing import time_runner
+from flybench.measure.timing import HOST_TIMED, time_runner
 from flybench.providers import get_provider
 from flybench.workloads import get_workload
 
@@ -59,6 +60,8 @@ def _gate_and_time(record, workload, case, provider, dtype, device, contract, se
         record.status, record.reason = "failed", f"wrong result: {verdict.reason}"
         return
     del reference
+    if getattr(runner, HOST_TIMED, False) and device.kind != "cpu":
+        contract = replace(contract, timer="host-clock-after-sync")
     record.samples_s = time_runner(runner, device, contract)
     record.contract = describe(contract, device, len(record.samples_s))
     record.contract["roofline_basis"] = roofline.ceilings(device)[1]

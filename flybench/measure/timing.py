@@ -7,6 +7,11 @@ time (not a fixed count), which both includes the first-call JIT compile and
 brings the clocks up from idle before the first sample. The number of
 samples follows from the warm-up's estimate of one call and the contract's
 time budget. On the CPU the host clock times each call.
+
+A runner marked with `host_timed` (XLA's: its work runs on streams that events
+on torch's stream cannot see, and each call blocks until its outputs are
+ready) is timed with the host clock on a GPU too, after the cache flush and a
+device synchronisation before each sample.
 """
 
 from __future__ import annotations
@@ -19,10 +24,23 @@ from flybench.measure.contract import Contract
 from flybench.providers.base import Runner
 
 
+HOST_TIMED = "flybench_host_timed"
+
+
+def host_timed(runner: Runner) -> Runner:
+    """Mark `runner` as one to time with the host clock: it must block until its work is done."""
+    setattr(runner, HOST_TIMED, True)
+    return runner
+
+
 def time_runner(runner: Runner, device: Device, contract: Contract) -> list[float]:
     """Seconds per call, one entry per sample."""
     if device.kind == "cpu":
         return _time_on_host(runner, contract)
+    if getattr(runner, HOST_TIMED, False):
+        import torch
+
+        return _time_on_host(runner, contract, torch.cuda.synchronize, _before_host_sample(device, contract))
     return _time_on_device(runner, device, contract)
 
 
@@ -45,10 +63,17 @@ def _warm_up(call: Callable[[], object], sync: Callable[[], None], contract: Con
     return (time.perf_counter() - start) / calls
 
 
-def _time_on_host(runner: Runner, contract: Contract) -> list[float]:
-    per_call = _warm_up(runner, lambda: None, contract)
+def _nothing() -> None:
+    return None
+
+
+def _time_on_host(runner: Runner, contract: Contract, sync: Callable[[], None] = _nothing,
+                  before: Callable[[], None] = _nothing) -> list[float]:
+    """Host clock around each call; `before` runs untimed before each sample, `sync` in the warm-up."""
+    per_call = _warm_up(runner, sync, contract)
     samples = []
     for _ in range(_sample_count(per_call, contract)):
+        before()
         start = time.perf_counter()
         runner()
         samples.append(time.perf_counter() - start)
@@ -73,6 +98,20 @@ def _time_on_device(runner: Runner, device: Device, contract: Contract) -> list[
         end.record()
     sync()
     return [start.elapsed_time(end) / 1e3 for start, end in zip(starts, ends)]
+
+
+def _before_host_sample(device: Device, contract: Contract) -> Callable[[], None]:
+    """Flush the cache (if the contract says so) and wait for the device, so a sample starts idle and cold."""
+    import torch
+
+    flush = _flush_buffer(device) if contract.flush == "llc" else None
+
+    def before() -> None:
+        if flush is not None:
+            flush.add_(1)
+        torch.cuda.synchronize()
+
+    return before
 
 
 def _flush_buffer(device: Device) -> "torch.Tensor":  # noqa: F821

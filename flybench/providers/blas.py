@@ -3,7 +3,8 @@
 This is the path a framework without a grouped GEMM falls back to. The
 library is picked with torch.backends.cuda.preferred_blas_library on every
 call (on ROCm, "cublas" selects rocBLAS and "cublaslt" hipBLASLt); fp8 goes
-through torch._scaled_mm.
+through torch._scaled_mm, which on ROCm may use hipBLASLt whatever library is
+preferred, so rocblas fp8 is not known to be rocBLAS until checked on hardware.
 """
 
 from __future__ import annotations

@@ -1,0 +1,222 @@
+"""`flydsl` and `flydsl+append`: FlyDSL's own kernels, from a FlyDSL source checkout.
+
+FlyDSL's `kernels/` package is not in its PyPI wheel, so the kernels come from
+the checkout named by FLYBENCH_FLYDSL_SRC (in asv, the checkout being
+benchmarked); the `flydsl` package itself may be the wheel or the checkout's
+build. Calls follow upstream's own tests (tests/kernels/test_flash_attn_fwd.py,
+tests/kernels/test_moe_gemm_2stage.py):
+
+- attention: `kernels.attention.flash_attn_interface.flydsl_flash_attn_func`,
+  dense BSHD with `return_lse` (it dispatches between the generic and the
+  gfx950 kernels itself).
+- diffusion attention: the same function's varlen paged path (packed queries,
+  `cu_seqlens_*`, vLLM block table, bottom-right causal). It reads K/V only
+  through pages, and only pages of 64 tokens; the draft block is appended to
+  the cache (`_paged_append`). `flydsl` times the kernel with the draft
+  already in the cache, `flydsl+append` times append plus kernel. No LSE:
+  the paged path has none.
+- moe: `kernels.moe.moe_gemm_2stage` stage 1 (gate+up, SwiGLU) and stage 2
+  (down, routing weight, atomic sum) on fp8 with per-token activation and
+  per-channel weight scales. Routing, sorting and activation quantisation are
+  torch ops inside the timed call. The bf16 MoE (a16w16) lives in another
+  FlyDSL package with another ABI and is not wired here.
+
+Written against FlyDSL at commit 11c4174 (2026-08-21); not yet run on AMD hardware.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from flybench.hardware import Device
+from flybench.providers import _moe_layout, _paged_append, register
+from flybench.providers._rocm import device_reason, module_reason, paged_diffusion_runner
+from flybench.providers.base import Provider, Runner
+from flybench.workloads.base import Case, Tensors
+
+if TYPE_CHECKING:
+    import torch
+
+SRC_ENV = "FLYBENCH_FLYDSL_SRC"
+PAGE_SIZE = 64
+"""The only page size FlyDSL's paged flash attention takes (flash_attn_interface._PAGED_PAGE_SIZE)."""
+MOE_TILE_N, MOE_TILE_K = 128, 128
+"""Stage tiles valid for every catalog model (inter and hidden are multiples of 128)."""
+_INT32_MAX = 2**31 - 1
+_MARKER = Path("kernels") / "attention" / "flash_attn_interface.py"
+
+
+def checkout() -> Path | None:
+    """The FlyDSL checkout named by FLYBENCH_FLYDSL_SRC, or None when unset."""
+    value = os.environ.get(SRC_ENV, "").strip()
+    return Path(value).expanduser().resolve() if value else None
+
+
+def checkout_reason() -> str | None:
+    """None when FLYBENCH_FLYDSL_SRC names a FlyDSL checkout whose flydsl package imports."""
+    src = checkout()
+    if src is None:
+        return (f"flydsl needs a FlyDSL source checkout (its kernels/ are not in the PyPI wheel): "
+                f"git clone https://github.com/ROCm/FlyDSL and set {SRC_ENV}=/path/to/FlyDSL")
+    if not (src / _MARKER).is_file():
+        return f"{SRC_ENV}={src} is not a FlyDSL checkout: {_MARKER} is missing there"
+    _add_to_path(src)
+    return module_reason("flydsl", f"pip install flydsl, or build the checkout (pip install -e {src})")
+
+
+def _add_to_path(src: Path) -> None:
+    """The checkout root (for `kernels`) and its in-tree build, as FlyDSL's own tests set them."""
+    for path in (src / "build" / "python_packages", src):
+        if path.is_dir() and str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+
+
+def import_kernel(module: str) -> ModuleType:
+    """Import `module` (e.g. "kernels.moe.moe_gemm_2stage") from the checkout."""
+    import importlib
+
+    reason = checkout_reason()
+    if reason:
+        raise RuntimeError(reason)
+    return importlib.import_module(module)
+
+
+class FlyDSL(Provider):
+    """FlyDSL kernels; with `time_append`, only the diffusion workload, append step included."""
+
+    def __init__(self, name: str, time_append: bool) -> None:
+        self.name, self.time_append = name, time_append
+        self.workloads = frozenset({"diffusion_attention"} if time_append
+                                   else {"attention", "diffusion_attention", "moe"})
+        self.description = ("FlyDSL paged flash attention, draft block appended to the cache inside the timed call"
+                            if time_append else "FlyDSL kernels: flash attention (dense and paged), moe_gemm_2stage")
+
+    def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
+        reason = device_reason(self.name, "FlyDSL kernels", device) or checkout_reason()
+        if reason:
+            return reason
+        if workload == "moe" and dtype != "fp8":
+            return ("flydsl measures MoE in fp8 (moe_gemm_2stage takes fp8/int8 inputs); its bf16 MoE "
+                    "(moe_2stage_a16wmix) is not wired into flybench yet - use fp8")
+        return None
+
+    def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
+        os.environ.setdefault("FLYDSL_GPU_ARCH", device.arch)  # kernels consult it; unset, FlyDSL assumes gfx942
+        if case.workload == "moe":
+            return _moe_runner(case, inputs)
+        attention = import_kernel("kernels.attention.flash_attn_interface").flydsl_flash_attn_func
+        check_scale(case)
+        if case.workload == "attention":
+            args, kwargs = attention_call(case, inputs)
+            return lambda: dict(zip(("out", "lse"), attention(*args, **kwargs)))
+        check_page_size(inputs)
+        out = _out_like_packed(inputs)
+
+        def attend(cache: _paged_append.AppendedCache) -> "torch.Tensor":
+            return attention(_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache,
+                             **paged_call(case, inputs, cache, out))
+
+        return paged_diffusion_runner(inputs, attend, self.time_append)
+
+
+def check_scale(case: Case) -> None:
+    """flydsl_flash_attn_func has no scale argument: it applies 1/sqrt(head_dim)."""
+    if abs(case.shape["scale"] - case.shape["head_dim"] ** -0.5) > 1e-12:
+        raise NotImplementedError(f"flydsl attention uses scale 1/sqrt(head_dim); this case has {case.shape['scale']}")
+
+
+def check_page_size(inputs: Tensors) -> None:
+    page = int(inputs["k_cache"].shape[1])
+    if page != PAGE_SIZE:
+        raise NotImplementedError(f"FlyDSL's paged flash attention takes page size {PAGE_SIZE} only; "
+                                  f"this case has {page} (only the p64 cases run on flydsl)")
+
+
+def attention_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
+    """Positional and keyword arguments of the dense `flydsl_flash_attn_func` call (BSHD, GQA, LSE)."""
+    q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    kwargs = {"causal": bool(case.shape["causal"]), "num_kv_heads": int(k.shape[2]), "return_lse": True,
+              "out": _empty_like(q)}
+    return (q, k, v), kwargs
+
+
+def paged_call(case: Case, inputs: Tensors, cache: _paged_append.AppendedCache, out: "torch.Tensor") -> dict:
+    """Keyword arguments of the varlen paged call, as upstream's test_bias_paged_varlen_ragged_seqlen_k."""
+    return {
+        "causal": case.shape["mask"] == "causal", "num_kv_heads": int(cache.k_cache.shape[2]),
+        "cu_seqlens_q": cache.cu_seqlens_q, "cu_seqlens_kv": cache.cu_seqlens_kv,
+        "max_seqlen_q": cache.max_seqlen_q, "max_seqlen_kv": cache.max_seqlen_k, "cross_seqlen": True,
+        "block_table": cache.block_table, "seqlen_k": cache.seqlen_k, "kv_cache_layout": "linear", "out": out,
+    }
+
+
+def _empty_like(t: "torch.Tensor") -> "torch.Tensor":
+    import torch
+
+    return torch.empty_like(t)
+
+
+def _out_like_packed(inputs: Tensors) -> "torch.Tensor":
+    return _empty_like(_paged_append.packed_queries(inputs))
+
+
+def flat_operand(t: "torch.Tensor") -> "torch.Tensor":
+    """1-D, or 2-D when the element count overflows the JIT ABI's int32 extents (upstream's _flat_or_2d)."""
+    flat = t.contiguous().view(-1)
+    if flat.numel() <= _INT32_MAX:
+        return flat
+    for width in (8192, 4096, 2048, 1024, 512, 256, 128):
+        if flat.numel() % width == 0 and flat.numel() // width <= _INT32_MAX:
+            return flat.view(-1, width)
+    raise ValueError(f"cannot split {flat.numel()} elements into int32 extents")
+
+
+def stage_args(out: "torch.Tensor", x: "torch.Tensor", w: "torch.Tensor", x_scale: "torch.Tensor",
+               w_scale: "torch.Tensor", routing: _moe_layout.SortedRouting, n: int, k: int, tokens: int,
+               stream: object) -> tuple:
+    """The positional launch tuple shared by moe_gemm1 (n=inter, k=hidden) and moe_gemm2 (n=hidden, k=inter)."""
+    return (out, flat_operand(x), flat_operand(w), x_scale.reshape(-1).contiguous(), w_scale.reshape(-1).contiguous(),
+            routing.sorted_ids, routing.expert_ids, routing.sorted_weights, routing.num_valid_ids,
+            tokens, n, k, routing.blocks, stream)
+
+
+def _moe_runner(case: Case, inputs: Tensors) -> Runner:
+    """Route, sort, quantise x, stage 1, quantise its rows, stage 2 (atomic sum into a zeroed output)."""
+    import torch
+
+    from flybench.workloads._inputs import quantize_fp8
+    from flybench.workloads.moe import route
+
+    gemm = import_kernel("kernels.moe.moe_gemm_2stage")
+    p = case.shape
+    t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
+    tile_m, fp8 = _moe_layout.row_tile(t, top_k, experts), inputs["w13"].dtype
+    shape = {"model_dim": h, "inter_dim": inter, "experts": experts, "topk": top_k, "tile_m": tile_m,
+             "tile_n": MOE_TILE_N, "tile_k": MOE_TILE_K, "out_dtype": "bf16", "in_dtype": "fp8"}
+    stage1 = gemm.compile_moe_gemm1(doweight_stage1=False, **shape)
+    stage2 = gemm.compile_moe_gemm2(doweight_stage2=True, accumulate=True, **shape)
+    w1, w2 = _moe_layout.preshuffle(inputs["w13"]), _moe_layout.preshuffle(inputs["w2"])
+    s1, s2 = inputs["w13_scale"].float(), inputs["w2_scale"].float()
+    mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
+    out = torch.empty((t, h), dtype=torch.bfloat16, device=inputs["x"].device)
+
+    def run() -> Tensors:
+        stream = torch.cuda.current_stream()
+        weights, ids = route(inputs["router_logits"], top_k)
+        routing = _moe_layout.sort_routing(ids, weights, experts, tile_m)
+        xq, xs = quantize_fp8(inputs["x"], fp8, per_row=True)
+        stage1(*stage_args(mid, xq, w1, xs, s1, routing, inter, h, t, stream))
+        aq, a_scale = quantize_fp8(mid.view(t * top_k, inter), fp8, per_row=True)
+        out.zero_()
+        stage2(*stage_args(out, aq, w2, a_scale, s2, routing, h, inter, t, stream))
+        return {"out": out}
+
+    return run
+
+
+register(FlyDSL("flydsl", time_append=False))
+register(FlyDSL("flydsl+append", time_append=True))
