@@ -1,0 +1,152 @@
+"""Compile-only drivers for the kernels of a FlyDSL source checkout (run inside a compile worker).
+
+Each driver builds one kernel the way FlyDSL's own tests and
+`scripts/run_benchmark.sh` do, with placeholder tensors on torch's "meta"
+device (real shapes and dtypes, no memory), and calls `flyc.compile` under
+`COMPILE_ONLY=1`, so nothing is launched. The worker has set ARCH,
+FLYDSL_GPU_ARCH (the kernels read it), ROCM_PATH and the dump directory
+before calling. Builder arguments go through `call()`, which drops
+arguments an older checkout's builder does not take and says so, so one
+driver serves many commits of the checkout.
+
+flydsl and torch are imported inside the drivers: the registry imports
+this module only for its names, on machines without either.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from typing import Any
+from collections.abc import Callable
+
+DROPPED: list[str] = []
+"""Builder arguments the checkout's builder did not accept, reported with the record."""
+
+
+def call(builder: Callable[..., Any], **kwargs: Any) -> Any:
+    """builder(**kwargs) without the keywords its signature lacks (unless it takes **kwargs)."""
+    params = inspect.signature(builder).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        for name in [k for k in kwargs if k not in params]:
+            DROPPED.append(f"{getattr(builder, '__name__', builder)} takes no {name}={kwargs.pop(name)!r}")
+    return builder(**kwargs)
+
+
+def _meta(shape: tuple[int, ...] | int, dtype: str) -> Any:
+    import torch
+
+    return torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
+
+
+def _fp8() -> str:
+    """gfx942 uses e4m3 fnuz, gfx950 OCP e4m3fn (as the kernels and FlyDSL's tests do)."""
+    return "float8_e4m3fn" if os.environ["FLYDSL_GPU_ARCH"].startswith("gfx95") else "float8_e4m3fnuz"
+
+
+def _torch_dtype(name: str) -> str:
+    return {"bf16": "bfloat16", "f16": "float16", "fp16": "float16", "f32": "float32"}[name]
+
+
+def flash_attn_generic(config: dict[str, Any]) -> None:
+    """kernels/attention/flash_attn_generic.py through its launcher's own `.compile` (dense BSHD)."""
+    from kernels.attention.flash_attn_generic import build_flash_attn_func_module
+
+    b, s, h, hkv, d = (config[k] for k in ("batch", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+    launch = call(build_flash_attn_func_module, num_heads=h, head_dim=d, causal=config["causal"],
+                  dtype_str=config["dtype"], num_kv_heads=hkv, block_m=config["block_m"],
+                  flat_work_group_size=config["flat_work_group_size"], waves_per_eu=config.get("waves_per_eu", 2))
+    q, kv = _meta((b, s, h, d), _torch_dtype(config["dtype"])), _meta((b, s, hkv, d), _torch_dtype(config["dtype"]))
+    launch.compile(q, kv, kv, q, b, s)
+
+
+def flash_attn_gfx950(config: dict[str, Any]) -> None:
+    """kernels/attention/flash_attn_gfx950.py (dual-wave, software-pipelined), the gfx950 dense path."""
+    from kernels.attention.flash_attn_gfx950 import build_flash_attn_dualwave_swp_module
+
+    b, s, h, hkv, d = (config[k] for k in ("batch", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+    launch = call(build_flash_attn_dualwave_swp_module, num_heads=h, head_dim=d, causal=config["causal"],
+                  dtype_str=config["dtype"], num_kv_heads=hkv, waves_per_eu=2, daz=True,
+                  dualwave_swp_lazy_rescale=True, dualwave_swp_setprio=True, dualwave_swp_enable_stagger=True)
+    q, kv = _meta((b, s, h, d), _torch_dtype(config["dtype"])), _meta((b, s, hkv, d), _torch_dtype(config["dtype"]))
+    launch.compile(q, kv, kv, q, b, s)
+
+
+def pa_decode_tile(config: dict[str, Any]) -> None:
+    """kernels/attention/pa_decode_tile.py: fp8 paged KV, bf16 query, `num_partitions` context splits."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.attention.pa_decode_tile import compile_pa_decode_tile
+
+    d, group, block, qlen = config["head_dim"], config["query_group_size"], config["block_size"], config["query_length"]
+    seqs, kv_heads, ctx, parts = config["batch"], 1, config["context_length"], config["num_partitions"]
+    per_token = config["per_token_kv"]
+    compiled = call(compile_pa_decode_tile, head_dim=d, query_group_size=group, block_size=block,
+                    num_partitions=parts, query_dtype=config["dtype"], per_token_kv=per_token,
+                    query_length=qlen, trans_v=True)
+    blocks_per_seq = -(-ctx // block)
+    num_blocks = seqs * blocks_per_seq
+    q_dtype, fp8 = _torch_dtype(config["dtype"]), _fp8()
+    query = _meta((seqs * qlen, group * kv_heads, d), q_dtype)
+    rows = qlen * group
+    pmax = _meta(seqs * kv_heads * parts * rows, "float32")
+    pout = _meta(seqs * kv_heads * parts * rows * d, q_dtype)
+    key_cache = _meta((num_blocks, kv_heads, d // 16, block, 16), fp8)
+    value_cache = _meta((num_blocks, kv_heads, block // 16, d, 16), fp8)
+    scale = _meta((num_blocks, kv_heads, block) if per_token else (1,), "float32")
+    strides = (kv_heads * block, block) if per_token else (0, 0)
+    launch = compiled["launch"] if isinstance(compiled, dict) else compiled
+    flyc.compile(launch, query, pmax, pmax, pout, query, key_cache, value_cache,
+                 _meta((seqs, blocks_per_seq), "int32"), _meta(seqs, "int32"), scale, scale,
+                 blocks_per_seq, seqs, kv_heads, *strides, group * kv_heads * d, d, fx.Stream(None))
+
+
+def _moe_routing(tokens: int, topk: int, experts: int, tile_m: int) -> tuple[Any, Any, Any, Any, int]:
+    """Sorted token ids, expert ids, weights and valid count, sized as moe sorting pads them."""
+    padded = tokens * topk + experts * (tile_m - 1)
+    blocks = -(-padded // tile_m)
+    return (_meta(padded, "int32"), _meta(blocks, "int32"), _meta(padded, "float32"), _meta(1, "int32"), blocks)
+
+
+def moe_gemm_2stage(config: dict[str, Any]) -> None:
+    """kernels/moe/moe_gemm_2stage: stage 1 (gate-up + SiLU) or stage 2 (down projection, atomic accumulate)."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.moe import moe_gemm_2stage as moe
+
+    tokens, model, inter, experts, topk = (config[k] for k in ("tokens", "model_dim", "inter_dim", "experts", "topk"))
+    tile_m, tile_n, tile_k = config["tile_m"], config["tile_n"], config["tile_k"]
+    common = dict(model_dim=model, inter_dim=inter, experts=experts, topk=topk, tile_m=tile_m, tile_n=tile_n,
+                  tile_k=tile_k, out_dtype=config["out_dtype"], in_dtype="fp8")
+    sorted_ids, expert_ids, weights, valid, blocks = _moe_routing(tokens, topk, experts, tile_m)
+    fp8, out_dtype = _fp8(), _torch_dtype(config["out_dtype"])
+    if config["stage"] == 1:
+        exe = call(moe.compile_moe_gemm1, doweight_stage1=False, **common)
+        out, x = _meta((tokens, topk, inter), out_dtype), _meta(tokens * model, fp8)
+        w, scale_w, n, k = _meta(experts * 2 * inter * model, fp8), _meta(experts * 2 * inter, "float32"), inter, model
+        scale_x = _meta(tokens, "float32")
+    else:
+        exe = call(moe.compile_moe_gemm2, doweight_stage2=True, accumulate=True, **common)
+        out, x = _meta((tokens, model), out_dtype), _meta(tokens * topk * inter, fp8)
+        w, scale_w, n, k = _meta(experts * model * inter, fp8), _meta(experts * model, "float32"), model, inter
+        scale_x = _meta(tokens * topk, "float32")
+    flyc.compile(exe, out, x, w, scale_x, scale_w, sorted_ids, expert_ids, weights, valid, tokens, n, k, blocks,
+                 fx.Stream(None))
+
+
+def preshuffle_gemm(config: dict[str, Any]) -> None:
+    """kernels/gemm/preshuffle_gemm.py: C[M,N] = A[M,K] B[N,K]^T with B pre-shuffled, per-token scales for 8-bit."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.gemm.preshuffle_gemm import compile_preshuffle_gemm
+
+    m, n, k, dtype = config["M"], config["N"], config["K"], config["in_dtype"]
+    launch = call(compile_preshuffle_gemm, N=n, K=k, tile_m=config["tile_m"], tile_n=config["tile_n"],
+                  tile_k=config["tile_k"], in_dtype=dtype, out_dtype="bf16")
+    eight_bit = dtype in ("fp8", "int8")
+    element = "int8" if eight_bit else _torch_dtype(dtype)  # the tests pass fp8 data viewed as int8
+    b = _meta(n * k, element)
+    scale_a = _meta(m if eight_bit else 0, "float32")
+    scale_b = _meta(n if eight_bit else 0, "float32")
+    flyc.compile(launch, _meta(m * n, "bfloat16"), _meta(m * k, element), b, scale_a, scale_b,
+                 _meta(0, "bfloat16"), m, n, fx.Stream(None))

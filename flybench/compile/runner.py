@@ -1,0 +1,144 @@
+"""Measure compile metrics: decide what can be compiled here, serve the cache, run workers for the rest.
+
+Every (kernel, target) asked for yields a record, in order: "unavailable" or
+"not_applicable" with a reason when it cannot or need not be compiled here,
+the cached record when one exists for the same inputs, otherwise a fresh
+compile. Fresh compiles are batched per (backend, target) into worker
+processes (`flybench.compile.worker`), up to one per CPU at a time; a
+worker that dies or overruns the per-kernel timeout costs only the kernel
+it was compiling, which is recorded as failed with that reason, and a new
+worker takes the remaining jobs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+from dataclasses import asdict
+from pathlib import Path
+from collections.abc import Callable
+
+from flybench.compile import cache, toolchain
+from flybench.compile.record import CompileRecord
+from flybench.compile.registry import ARCHES, OWN_FLYDSL_FILE, KernelCase, get_case
+from flybench.compile.workers import Batch, run_batches
+
+CHECKOUT_ENV = "FLYBENCH_FLYDSL_SRC"
+NO_CHECKOUT = (f"the FlyDSL checkout kernels need a FlyDSL source checkout (kernels/ is not in the flydsl wheel): "
+               f"set {CHECKOUT_ENV} or pass --flydsl-src")
+TIMEOUT_S = 600.0
+Progress = Callable[[str], None]
+
+
+def checkout_path(explicit: str | Path | None = None) -> Path | None:
+    value = explicit or os.environ.get(CHECKOUT_ENV)
+    return Path(value).expanduser().resolve() if value else None
+
+
+def measure_one(name: str, arch: str, checkout: str | Path | None = None, force: bool = False) -> CompileRecord:
+    """The record of one registered kernel on one target (compiling it if the cache lacks it)."""
+    return measure([(get_case(name), arch)], checkout, force=force)[0]
+
+
+def measure(requests: list[tuple[KernelCase, str]], checkout: str | Path | None = None, *, force: bool = False,
+            parallel: int | None = None, timeout_s: float = TIMEOUT_S,
+            progress: Progress | None = None) -> list[CompileRecord]:
+    """Records for every (case, arch) in order; nothing here raises for a kernel's failure."""
+    root, src = cache.cache_root(), checkout_path(checkout)
+    toolkit = toolchain.rocm_root(root)
+    results: list[CompileRecord | None] = []
+    pending: dict[tuple[str, str], list[tuple[int, dict]]] = {}
+    for index, (case, arch) in enumerate(requests):
+        ready = _unavailable(case, arch, src, toolkit)
+        job = _job(case, arch, src, toolkit, root) if ready is None else None
+        cached = cache.load(root, case.name, arch, job["key"]) if job and not force else None
+        results.append(ready or cached)
+        if job and cached is None:
+            pending.setdefault((case.backend, arch), []).append((index, job))
+    batches = [Batch(backend, arch, [j for _, j in items], _environment(backend, arch, toolkit, src), timeout_s)
+               for (backend, arch), items in pending.items()]
+    run_batches(batches, parallel or os.cpu_count() or 1, root, progress)
+    for (backend, arch), items in pending.items():
+        for index, job in items:
+            results[index] = cache.load(root, job["case"]["name"], arch, job["key"]) or CompileRecord(
+                job["case"]["name"], arch, "failed", "the compile worker wrote no record (see its log)", key=job["key"])
+    return [r for r in results if r is not None]
+
+
+def _unavailable(case: KernelCase, arch: str, src: Path | None, toolkit: toolchain.Toolkit) -> CompileRecord | None:
+    """A record when the case cannot or need not be compiled here; None when it can."""
+    def record(status: str, reason: str) -> CompileRecord:
+        return CompileRecord(case.name, arch, status, reason, config=case.config)
+
+    if arch not in ARCHES:
+        return record("failed", f"unknown target {arch!r}; known targets: {', '.join(ARCHES)}")
+    if arch not in case.arches:
+        why = case.not_applicable or ("FlyDSL generates AMDGPU code only" if case.backend == "flydsl"
+                                      else f"registered for {', '.join(case.arches)} only")
+        return record("not_applicable", why)
+    packages = ("flydsl", "torch") if case.backend == "flydsl" else ("triton",)
+    for package in packages:
+        if toolchain.package_dir(package) is None:
+            return record("unavailable", f"the Python package {package} is not installed, so {case.backend} kernels "
+                                         f"cannot be compiled here ({toolchain.INSTALL}; for torch the CPU build "
+                                         "is enough)")
+    if case.backend == "flydsl" and not toolkit.usable:
+        return record("unavailable", toolkit.problems[0])
+    if case.origin == "checkout":
+        if src is None:
+            return record("unavailable", NO_CHECKOUT)
+        if not (src / "kernels").is_dir():
+            return record("unavailable", f"{src} is not a FlyDSL source checkout (it has no kernels/ directory): "
+                                         f"point {CHECKOUT_ENV} or --flydsl-src at one")
+        if case.module and not (src / case.module).exists():
+            return record("unavailable", f"{case.module} does not exist in the checkout at {src} "
+                                         "(the kernel is newer than, or was moved or removed before, this commit)")
+    elif case.backend == "flydsl" and not (cache.ROOT / OWN_FLYDSL_FILE).is_file():
+        return record("unavailable", f"{OWN_FLYDSL_FILE} is missing: flybench's own FlyDSL kernel ships in its "
+                                     "source tree, not in an installed wheel")
+    return None
+
+
+def _job(case: KernelCase, arch: str, src: Path | None, toolkit: toolchain.Toolkit, root: Path) -> dict:
+    source = _source(case, src)
+    versions = toolchain.versions(toolkit if case.backend == "flydsl" else None)
+    key = cache.make_key(case.name, arch, case.config, source["hash"], versions)
+    return {"case": asdict(case), "arch": arch, "key": key, "cache_root": str(root), "toolchain": versions,
+            "checkout": str(src) if case.origin == "checkout" else None, "source": source}
+
+
+def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
+    if case.origin == "checkout":
+        return {"origin": "checkout", "path": str(src), "hash": _tree_hash(src / "kernels"), "commit": _commit(src)}
+    path = cache.ROOT / (OWN_FLYDSL_FILE if case.backend == "flydsl" else "flybench/compile/triton_kernels.py")
+    return {"origin": "own", "path": str(path.relative_to(cache.ROOT)), "hash": cache.hash_files([path])}
+
+
+@functools.lru_cache(maxsize=16)
+def _tree_hash(kernels: Path) -> str:
+    return cache.hash_files(sorted(kernels.rglob("*.py")), base=kernels)
+
+
+@functools.lru_cache(maxsize=16)
+def _commit(src: Path) -> str:
+    """The checkout's HEAD, when it is a git work tree (an exported tree has none)."""
+    try:
+        done = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git work tree)"
+
+
+def _environment(backend: str, arch: str, toolkit: toolchain.Toolkit, src: Path | None) -> dict[str, str]:
+    """The worker's environment: the target, the link toolkit, IR dumps on, FlyDSL's own cache off."""
+    env = {k: v for k, v in os.environ.items() if k not in ("HSA_OVERRIDE_GFX_VERSION", "FLYDSL_DEBUG_DUMP_ASM")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(cache.ROOT), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    if backend == "flydsl":
+        env.update(ARCH=arch, FLYDSL_GPU_ARCH=arch, ROCM_PATH=str(toolkit.root), FLYDSL_DUMP_IR="1",
+                   FLYDSL_RUNTIME_ENABLE_CACHE="0", COMPILE_ONLY="1")
+    else:
+        env.update(TRITON_ALWAYS_COMPILE="1", TRITON_DEFAULT_FP_FUSION="1")
+    return env
+
