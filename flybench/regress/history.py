@@ -5,8 +5,11 @@ asv's Potts-model step detection (`detect_steps`, which fits with
 `detect_regressions` picks the upward steps that explain why the latest value
 is worse than the best. flybench then keeps a step only if it clears three
 bars: the relative and absolute thresholds, and `noise_k` times the series'
-own noise (the robust spread of its residuals around the fitted steps), so a
-noisy benchmark needs a bigger step than a quiet one. Deterministic metrics
+own noise (the robust spread of its residuals around the fitted steps; for
+series of one value per run, without samples, at least their robust
+run-to-run spread; and never less than half a unit of the last digit the
+values were written with), so a noisy benchmark needs a bigger step than a
+quiet one. Deterministic metrics
 (register counts, LDS bytes) skip all of this: every change is reported.
 """
 
@@ -31,6 +34,8 @@ from flybench.store.db import DEFAULT_DB
 
 MAD_TO_SIGMA = 1.4826
 """Scales a median absolute deviation to a standard deviation for normal noise."""
+MAX_DECIMALS = 6
+"""Values with more decimals than this count as unrounded (resolution 0)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,7 @@ def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
     # where a relative drop r of the value is a relative rise r / (1 - r).
     rise = thresholds.relative / (1 - thresholds.relative) if thresholds.bigger_is_better else thresholds.relative
     _, _, jumps = step_detect.detect_regressions(segments, threshold=min(rise, 1e9))
-    noise = _noise(bad, segments)
+    noise = _series_noise(points, bad, segments, thresholds)
     steps = []
     for last_good, first_bad, _, _ in jumps or []:
         left = next(s for s in segments if s[1] - 1 == last_good)
@@ -105,6 +110,22 @@ def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
         if abs(step.relative) >= thresholds.relative and abs(step.absolute) >= thresholds.absolute:
             steps.append(step)
     return steps
+
+
+def series_noise(points: Sequence[Point], thresholds: Thresholds) -> float:
+    """The noise detect() holds a step against, in the metric's unit near the series' median (0: too few points).
+
+    For series of one value per run there is no other estimate of the spread:
+    the larger of the robust spread around the fitted levels and the robust
+    run-to-run spread, floored at half a unit of the last printed digit.
+    """
+    bad = [_badness(p.value, thresholds) for p in points]
+    measured = [p.value for p, b in zip(points, bad) if b is not None]
+    if len(measured) < 2:
+        return 0.0
+    segments = step_detect.detect_steps(bad, [p.weight for p in points])
+    noise = _series_noise(points, bad, segments, thresholds)
+    return _value_noise(noise, _badness(statistics.median(measured), thresholds) or 1.0, thresholds)
 
 
 def find_regressions(
@@ -185,11 +206,61 @@ def _value_noise(noise: float, level: float, thresholds: Thresholds) -> float:
     return noise / level**2 if thresholds.bigger_is_better else noise
 
 
+def _series_noise(points: Sequence[Point], bad: list[float | None], segments: list[tuple],
+                  thresholds: Thresholds) -> float:
+    """The noise a step must beat, in the detector's space (see series_noise)."""
+    noise = max(_noise(bad, segments), _rounding_noise([p.value for p in points], thresholds))
+    if all(p.weight is None for p in points):
+        noise = max(noise, _jitter(bad))
+    return noise
+
+
+def _jitter(bad: list[float | None]) -> float:
+    """Robust run-to-run spread of a series with one value per run: scaled MAD of successive differences / sqrt 2.
+
+    Without samples, residuals around the fitted levels understate the noise:
+    the Potts fit explains a run-to-run jump as a step of its own and leaves
+    little residual. Successive differences see every jump, and the few that
+    straddle a real step barely move their median.
+    """
+    measured = [b for b in bad if b is not None]
+    jumps = [abs(b - a) for a, b in zip(measured, measured[1:])]
+    return MAD_TO_SIGMA * statistics.median(jumps) / math.sqrt(2) if jumps else 0.0
+
+
 def _noise(bad: list[float | None], segments: list[tuple]) -> float:
     """Robust spread (scaled MAD) of the residuals around the fitted step levels."""
     residuals = [bad[i] - level for left, right, level, _, _ in segments
                  for i in range(left, right) if bad[i] is not None]
     return MAD_TO_SIGMA * statistics.median(abs(r) for r in residuals) if residuals else 0.0
+
+
+def resolution(values: Sequence[float | None]) -> float:
+    """The unit the values were written in: 0.1 when none has more than one decimal, 0 for full-precision floats.
+
+    Series of one number per run, such as FlyDSL's CI tables (printed with 1 to 3
+    decimals, no samples), move in whole units of the last digit: two runs of the
+    same code differ by one unit or not at all, and the residuals' MAD is often 0.
+    """
+    measured = [v for v in values if v is not None and math.isfinite(v)]
+    for decimals in range(MAX_DECIMALS + 1):
+        scale = 10**decimals
+        if measured and all(abs(v * scale - round(v * scale)) <= 1e-9 * max(1.0, abs(v * scale)) for v in measured):
+            return 1 / scale
+    return 0.0
+
+
+def _rounding_noise(values: Sequence[float | None], thresholds: Thresholds) -> float:
+    """Half a unit of the last written digit (a rounded value is off by up to that), in the detector's space.
+
+    It is a floor under the series' noise, so a value flipping between two
+    neighbouring printed values is never a step with certainty 1.
+    """
+    half = resolution(values) / 2
+    if not half or not thresholds.bigger_is_better:
+        return half
+    positive = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return half / statistics.median(positive) ** 2 if positive else 0.0  # d(1/v) = dv / v^2 near the typical value
 
 
 def _count(bad: list[float | None], segment: tuple) -> int:

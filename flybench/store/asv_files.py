@@ -1,15 +1,20 @@
 """Reading asv's own files (benchmarks.json, machine.json, results) into plain rows.
 
-asv's loader (`Results.load`, `util.load_json`) does the parsing and the
-format-version check, so flybench reads exactly what `asv compare` reads.
-Nothing here touches the database: a file either yields all its rows or
-raises, which is what makes ingest transactional per file.
+asv's `util.load_json` does the parsing and the format-version check, so a
+file flybench accepts is one `asv compare` accepts, with asv's error when it
+is not. A results file in the plain shape `asv run` writes (format 2) is then
+turned into columns directly, which is what lets ingest keep up with a
+nightly-sized tree; any other shape goes through asv's own `Results.load`,
+which gives the same rows, or asv's error. Nothing here touches the
+database: a file either yields all its rows or raises, which is what makes
+ingest transactional per file.
 """
 
 from __future__ import annotations
 
 import ast
 import datetime as dt
+import functools
 import itertools
 import json
 import re
@@ -17,6 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from asv import util
 from asv.results import Results
 
@@ -82,16 +90,34 @@ def machine_row(path: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ResultsFile:
-    """One asv results file, flattened: the environment, the commit and one row per case."""
+    """One asv results file, flattened: the environment, the commit and one row per case.
+
+    The rows come either as `table` (typed columns, from the direct reader)
+    or as `rows` (one dict per row, from asv's loader); the other is None.
+    """
 
     commit_hash: str
     commit_date: dt.datetime | None
     environment: dict[str, Any]
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]] | None
+    table: pa.Table | None = None
+
+    @property
+    def row_count(self) -> int:
+        return self.table.num_rows if self.table is not None else len(self.rows or ())
 
 
 def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
     """All rows of one results file, one per benchmark x parameter combination."""
+    data = util.load_json(str(path), Results.api_version)  # asv's parse error and version check
+    try:
+        return _read_direct(data, machine, benchmarks)
+    except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
+        return _read_with_asv(path, machine, benchmarks)
+
+
+def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
+    """Any results file asv can load, through `Results.load`, one dict per row."""
     results = Results.load(str(path), machine_name=machine)
     rows = []
     for name in sorted(results.get_all_result_keys()):
@@ -118,13 +144,172 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) 
                 "duration": results.duration.get(name),
                 "benchmark_version": results.benchmark_version.get(name),
             })
-    environment = {
-        "machine": machine, "env_name": results.env_name, "python": results.params.get("python"),
-        "params": json.dumps(results.params, sort_keys=True),
-        "requirements": json.dumps(results._requirements, sort_keys=True),  # asv has no public getter
-        "env_vars": json.dumps(results.env_vars, sort_keys=True),
-    }
+    environment = _environment(machine, results.env_name, results.params, results._requirements,  # no getter
+                               results.env_vars)
     return ResultsFile(results.commit_hash, _timestamp(results.date), environment, rows)
+
+
+class _NotPlain(Exception):
+    """The file is not in the shape the direct reader handles; asv's loader reads it instead."""
+
+
+_STATS = ("ci_99_a", "ci_99_b", "q_25", "q_75", "number", "repeat")
+_KNOWN_COLUMNS = frozenset(("result", "params", "version", "started_at", "duration", "samples", "profile",
+                            *(f"stats_{s}" for s in _STATS)))
+
+
+def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
+    """A format-2 results file (as `asv run` writes it) straight into typed columns.
+
+    Gives exactly the rows `_read_with_asv` gives, and raises `_NotPlain` (or
+    anything else) for every file whose shape is not the plain one: each
+    benchmark's params a list of lists, each per-case column a list with one
+    entry per parameter combination (or null), combinations unique, numbers
+    plain JSON numbers. Those files take asv's loader instead.
+    """
+    if type(data) is not dict:
+        raise _NotPlain
+    env_params, commit_hash, env_name = data["params"], data["commit_hash"], data["env_name"]
+    requirements, date, _ = data["requirements"], data["date"], data["python"]
+    env_vars = data.get("env_vars", {})
+    durations = data.get("durations", {})
+    columns, results = data["result_columns"], data["results"]
+    if (type(env_params) is not dict or env_params.get("machine") != machine or type(commit_hash) is not str
+            or type(env_name) is not str or not _is_text(env_params.get("python")) or type(durations) is not dict or type(results) is not dict
+            or type(columns) is not list or not _KNOWN_COLUMNS.issuperset(columns)
+            or len(set(columns)) != len(columns)):
+        raise _NotPlain
+    index = {column: i for i, column in enumerate(columns)}
+    at = {key: index.get(key, len(columns)) for key in _KNOWN_COLUMNS}  # an absent column reads as null
+    i_params, i_version, i_started, i_duration = at["params"], at["version"], at["started_at"], at["duration"]
+    per_case = [at["result"], at["samples"], *(at[f"stats_{s}"] for s in _STATS)]
+    # Columns with a value per row (result, samples, stats), and per benchmark: its rows share those.
+    row_cols: list[list[Any]] = [[] for _ in per_case]
+    params_col: list[str] = []
+    names, counts, units, started, durations_col, versions = [], [], [], [], [], []
+    for name in sorted(results):
+        entry = results[name]
+        if type(entry) is not list:
+            raise _NotPlain
+        width = len(entry)
+        definition = benchmarks.get(name)
+        texts = _params_texts(name, definition, entry[i_params] if i_params < width else None)
+        n = len(texts)
+        for column, i in zip(row_cols, per_case):
+            values = entry[i] if i < width else None
+            if values is None:
+                column += [None] * n
+            elif type(values) is list and len(values) == n:
+                column += values
+            else:
+                raise _NotPlain
+        unit = definition.unit if definition else None
+        version = entry[i_version] if i_version < width else None
+        duration = entry[i_duration] if i_duration < width else durations.get(name)
+        if not (_is_text(unit) and _is_text(version) and (duration is None or type(duration) in (int, float))):
+            raise _NotPlain
+        params_col += texts
+        names.append(name)
+        counts.append(n)
+        units.append(unit)
+        versions.append(version)
+        durations_col.append(duration)
+        started.append(_timestamp_cached(entry[i_started] if i_started < width else None))
+    value_col, samples_col, *stat_cols = row_cols
+    per_benchmark = pa.array(np.repeat(np.arange(len(names), dtype=np.int32), counts))
+    table = {
+        "benchmark": pa.array(names, pa.string()).take(per_benchmark),
+        "params": pa.array(params_col, pa.string()),
+        "unit": pa.array(units, pa.string()).take(per_benchmark),
+        **_values_and_status(value_col),
+    }
+    for stat, column in zip(_STATS, stat_cols):
+        table[stat] = _integers(column) if stat in ("number", "repeat") else _doubles(column)
+    table["samples"] = _sample_lists(samples_col)
+    table["started_at"] = pa.array(started, pa.timestamp("us")).take(per_benchmark)
+    table["duration"] = _doubles(durations_col).take(per_benchmark)
+    table["benchmark_version"] = pa.array(versions, pa.string()).take(per_benchmark)
+    environment = _environment(machine, env_name, env_params, requirements, env_vars)
+    return ResultsFile(commit_hash, _timestamp(date), environment, None, pa.table(table))
+
+
+_PARAMS: dict[str, tuple[BenchmarkDef | None, list[list[str]], list[str]]] = {}
+
+
+def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -> list[str]:
+    """The params text of each of a benchmark's combinations, in asv's order.
+
+    Every results file of a tree repeats the same parameter lists, so the
+    texts are kept per benchmark and reused while its params and definition
+    are the same. Only lists of asv's repr strings are plain (and only they
+    are kept: 1 == 1.0 == True, but a string equals only a string).
+    """
+    known = _PARAMS.get(name)
+    if known is not None and known[0] is definition and known[1] == raw_params:
+        return known[2]
+    if type(raw_params) is not list or not all(
+            type(values) is list and all(type(v) is str for v in values) for values in raw_params):
+        raise _NotPlain
+    param_names = _param_names(definition, len(raw_params))
+    if not all(type(n) is str for n in param_names):
+        raise _NotPlain
+    combos = list(itertools.product(*raw_params))
+    if len(set(combos)) != len(combos):
+        raise _NotPlain  # asv's loader keeps one value for a repeated combination
+    texts = [params_json(dict(zip(param_names, (_literal(p) for p in combo)))) for combo in combos]
+    _PARAMS[name] = (definition, raw_params, texts)
+    return texts
+
+
+def _values_and_status(values: list[Any]) -> dict[str, pa.Array]:
+    """asv's value as `value` (NaN as NULL) and `status`: null failed, NaN unavailable, a number ok."""
+    value = pa.array(values, pa.float64())  # NaN kept here: asv's mark of a skipped case
+    nan = pc.is_nan(value)
+    if not value.null_count and not pc.any(nan).as_py():
+        return {"value": value, "status": pa.repeat(pa.scalar("ok"), len(value))}
+    status = pc.if_else(value.is_null(), "failed", pc.if_else(nan, "unavailable", "ok"))
+    return {"value": pc.if_else(nan, pa.scalar(None, pa.float64()), value), "status": status}
+
+
+def _environment(machine: str, env_name: str, params: dict[str, Any], requirements: Any,
+                 env_vars: Any) -> dict[str, Any]:
+    return {
+        "machine": machine, "env_name": env_name, "python": params.get("python"),
+        "params": json.dumps(params, sort_keys=True),
+        "requirements": json.dumps(requirements, sort_keys=True),
+        "env_vars": json.dumps(env_vars, sort_keys=True),
+    }
+
+
+def _doubles(values: list[Any]) -> pa.Array:
+    """A DOUBLE column: None and NaN become NULL, as `_number` makes them."""
+    return pa.array(values, pa.float64(), from_pandas=True)
+
+
+def _integers(values: list[Any]) -> pa.Array:
+    """An INTEGER column of plain JSON integers (anything else: not plain)."""
+    array = pa.array(values)
+    if array.type != pa.int64() and array.type != pa.null():
+        raise _NotPlain
+    return array.cast(pa.int32())  # safe: out of range raises, and asv's loader says what DuckDB says
+
+
+def _sample_lists(samples: list[Any]) -> pa.Array:
+    """A DOUBLE[] column: an empty or absent list is NULL, a NaN sample NULL (as before), a null sample not plain."""
+    array = pa.array(samples, pa.list_(pa.float64()))
+    if pc.any(pc.equal(pc.list_value_length(array), 0)).as_py():
+        samples = [s if s else None for s in samples]
+        array = pa.array(samples, pa.list_(pa.float64()))
+    flat = array.flatten()
+    if flat.null_count:
+        raise _NotPlain  # asv's loader raises on it (float(None))
+    if len(flat) and pc.any(pc.is_nan(flat)).as_py():
+        array = pa.array(samples, pa.list_(pa.float64()), from_pandas=True)
+    return array
+
+
+def _is_text(value: Any) -> bool:
+    return value is None or type(value) is str
 
 
 def params_json(params: dict[str, Any]) -> str:
@@ -140,6 +325,17 @@ def _param_names(definition: BenchmarkDef | None, count: int) -> list[str]:
 
 def _literal(text: str) -> Any:
     """asv stores each parameter value as its repr; non-literal reprs stay text."""
+    if type(text) is str:
+        return _literal_text(text)
+    return _literal_eval(text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _literal_text(text: str) -> Any:
+    return _literal_eval(text)  # the values are only read (dumped to JSON), so sharing them is safe
+
+
+def _literal_eval(text: Any) -> Any:
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -159,6 +355,11 @@ def _number(value: Any) -> float | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _timestamp_cached(js_ms: int | None) -> dt.datetime | None:
+    return _timestamp(js_ms)
 
 
 def _timestamp(js_ms: int | None) -> dt.datetime | None:

@@ -26,6 +26,13 @@ class Fingerprint:
     sha256: str
 
 
+def fingerprint(path: Path, relpath: str, kind: str) -> Fingerprint:
+    """The file's fingerprint now, stored under `relpath` (its path relative to the results tree)."""
+    stat = path.stat()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return Fingerprint(relpath, kind, stat.st_mtime_ns, stat.st_size, digest)
+
+
 class FileTracker:
     """The ingested_files rows of one subject, read once and kept in step with the table."""
 
@@ -37,15 +44,14 @@ class FileTracker:
             "SELECT path, mtime_ns, size, sha256 FROM ingested_files WHERE subject = ?", [subject]
         ).fetchall()
         self._known = {path: (mtime_ns, size, sha) for path, mtime_ns, size, sha in rows}
+        self._refreshed: dict[str, Fingerprint] = {}
 
     def relpath(self, path: Path) -> str:
         return path.relative_to(self._root).as_posix()
 
     def fingerprint(self, path: Path, kind: str) -> Fingerprint:
         """Hash the file now; take it before reading the file so a later change is seen next time."""
-        stat = path.stat()
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        return Fingerprint(self.relpath(path), kind, stat.st_mtime_ns, stat.st_size, digest)
+        return fingerprint(path, self.relpath(path), kind)
 
     def is_unchanged(self, path: Path, kind: str) -> bool:
         """True when the file is as last ingested (an absent file is unchanged if it was never there)."""
@@ -58,7 +64,9 @@ class FileTracker:
         current = self.fingerprint(path, kind)
         if current.sha256 != known[2]:
             return False
-        self.record(current)  # same bytes, new mtime: remember it to skip the hash next time
+        # Same bytes, new mtime: remember it (at the next flush) to skip the hash next time.
+        self._refreshed[current.path] = current
+        self._known[current.path] = (current.mtime_ns, current.size, current.sha256)
         return True
 
     def record(self, fp: Fingerprint) -> None:
@@ -66,11 +74,47 @@ class FileTracker:
             "INSERT OR REPLACE INTO ingested_files VALUES (?, ?, ?, ?, ?, ?, now()::TIMESTAMP)",
             [self._subject, fp.path, fp.kind, fp.mtime_ns, fp.size, fp.sha256],
         )
+        self._refreshed.pop(fp.path, None)
         self._known[fp.path] = (fp.mtime_ns, fp.size, fp.sha256)
+
+    def record_many(self, fps: list[Fingerprint]) -> None:
+        """`record` for many files in one statement (their paths distinct)."""
+        if not fps:
+            return
+        self._conn.execute(
+            "INSERT OR REPLACE INTO ingested_files SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),"
+            " unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), now()::TIMESTAMP",
+            [self._subject, [fp.path for fp in fps], [fp.kind for fp in fps], [fp.mtime_ns for fp in fps],
+             [fp.size for fp in fps], [fp.sha256 for fp in fps]],
+        )
+        for fp in fps:
+            self._refreshed.pop(fp.path, None)
+            self._known[fp.path] = (fp.mtime_ns, fp.size, fp.sha256)
+
+    def flush(self) -> None:
+        """Store the new mtimes `is_unchanged` found for files whose bytes had not changed."""
+        refreshed = [fp for fp in self._refreshed.values() if self._known.get(fp.path) == (
+            fp.mtime_ns, fp.size, fp.sha256)]  # not forgotten or re-recorded since
+        self._refreshed = {}
+        self.record_many(refreshed)
+
+    def forget_many(self, relpaths: list[str]) -> None:
+        if not relpaths:
+            return
+        self._conn.execute("DELETE FROM ingested_files WHERE subject = ? AND list_contains(?::VARCHAR[], path)",
+                           [self._subject, relpaths])
+        for relpath in relpaths:
+            self._refreshed.pop(relpath, None)
+            self._known.pop(relpath, None)
 
     def forget(self, relpath: str) -> None:
         self._conn.execute("DELETE FROM ingested_files WHERE subject = ? AND path = ?", [self._subject, relpath])
+        self._refreshed.pop(relpath, None)
         self._known.pop(relpath, None)
+
+    def is_known(self, relpath: str) -> bool:
+        """Whether `relpath` is recorded as ingested (so rows from it may be stored)."""
+        return relpath in self._known
 
     def known_paths(self) -> set[str]:
         return set(self._known)

@@ -8,22 +8,31 @@ ingest again only reads files whose bytes changed.
 
 from __future__ import annotations
 
+import datetime as dt
+import gc
+import itertools
 import json
+import multiprocessing
+import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 from asv import util
 
 from flybench.errors import FlybenchError
 from flybench.store import sidecar
 from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
 from flybench.store.db import DEFAULT_DB, connect
-from flybench.store.files import FileTracker, Fingerprint
+from flybench.store.files import FileTracker, Fingerprint, fingerprint
 
 RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
@@ -90,25 +99,58 @@ def ingest(
     benchmarks_path = root / "benchmarks.json"
     benchmarks = load_benchmarks(benchmarks_path)
     report = IngestReport(str(db_path), subject)
-    with connect(db_path) as conn:
-        tracker = FileTracker(conn, subject, root)
-        # Param names and units come from benchmarks.json: when it changes, every file is re-read.
-        reread_all = not tracker.is_unchanged(benchmarks_path, "benchmarks")
-        if reread_all:
-            with _transaction(conn):
-                _store_benchmarks(conn, tracker, subject, benchmarks, benchmarks_path)
-        seen = {tracker.relpath(benchmarks_path)}
-        for machine_dir in sorted(p for p in root.iterdir() if p.is_dir()):
-            files = sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json")
-            seen.update(tracker.relpath(p) for p in files)
-            seen.update(tracker.relpath(p) for p in map(sidecar.sidecar_path, files) if p.is_file())
-            if files:
-                _ingest_machine(conn, tracker, report, machine_dir, files, benchmarks, reread_all, branch)
-        for relpath in sorted(tracker.known_paths() - seen):
-            with _transaction(conn):
-                _remove(conn, tracker, subject, relpath)
-            report.removed.append(relpath)
+    machine_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    readers = _Readers(benchmarks, sum(1 for d in machine_dirs for _ in d.glob("*-*.json")))
+    try:
+        with connect(db_path) as conn:
+            _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch)
+    finally:
+        readers.close()
     return report
+
+
+def _ingest_tree(
+    conn: duckdb.DuckDBPyConnection, report: IngestReport, root: Path, machine_dirs: list[Path],
+    benchmarks_path: Path, benchmarks: dict[str, BenchmarkDef], readers: _Readers, branch: str | None,
+) -> None:
+    subject = report.subject
+    # Each commit is durable in the write-ahead log; folding it into the database file (a checkpoint,
+    # which rewrites the primary-key index whole) is left to the end, when the connection closes,
+    # rather than done every 16 MB of log: on a million-row store that rewrite dominated the ingest.
+    conn.execute("SET checkpoint_threshold = '16GB'")
+    tracker = FileTracker(conn, subject, root)
+    # Param names and units come from benchmarks.json: when it changes, every file is re-read.
+    reread_all = not tracker.is_unchanged(benchmarks_path, "benchmarks")
+    if reread_all:
+        with _transaction(conn):
+            _store_benchmarks(conn, tracker, subject, benchmarks, benchmarks_path)
+    seen = {tracker.relpath(benchmarks_path)}
+    # First what to read, for the whole tree, so that the files are read ahead of the one being stored
+    # across machines too; then each machine's files are stored in the order they are listed.
+    machines: list[tuple[dict[str, Any], list[_Task]] | FileError] = []
+    for machine_dir in machine_dirs:
+        files = sorted(p for p in machine_dir.glob("*.json") if p.name != "machine.json")
+        seen.update(tracker.relpath(p) for p in files)
+        seen.update(tracker.relpath(p) for p in map(sidecar.sidecar_path, files) if p.is_file())
+        if files:
+            machines.append(_plan_machine(tracker, report, machine_dir, files, reread_all))
+    outcomes = readers.read([task for plan in machines if not isinstance(plan, FileError) for task in plan[1]])
+    batch = _Batch(conn, tracker, report, branch)
+    try:
+        for plan in machines:
+            if isinstance(plan, FileError):
+                batch.add_error(plan)
+            else:
+                _store_machine(conn, batch, *plan, outcomes)
+    except Exception:
+        batch.store()  # the files read before the failure are kept, as when each file was its own transaction
+        raise
+    batch.store()
+    for relpath in sorted(tracker.known_paths() - seen):
+        with _transaction(conn):
+            _remove(conn, tracker, subject, relpath)
+        report.removed.append(relpath)
+    tracker.flush()
 
 
 def project_name(results_dir: Path, config: Path | None = None) -> str:
@@ -133,77 +175,319 @@ def _asv_config(path: Path, key: str) -> Any:
         raise FlybenchError(f"{path}: cannot read {key!r} ({type(exc).__name__}: {exc})") from exc
 
 
-def _ingest_machine(
-    conn: duckdb.DuckDBPyConnection, tracker: FileTracker, report: IngestReport, machine_dir: Path,
-    files: list[Path], benchmarks: dict[str, BenchmarkDef], reread_all: bool, branch: str | None,
-) -> None:
+def _plan_machine(
+    tracker: FileTracker, report: IngestReport, machine_dir: Path, files: list[Path], reread_all: bool,
+) -> tuple[dict[str, Any], list[_Task]] | FileError:
+    """The machine's row and the files of it to read (new or changed), or why none of them are read."""
     machine_json = machine_dir / "machine.json"
     try:
         machine = machine_row(machine_json)
     except BAD_FILE as exc:
-        skipped = f"{exc}; the {len(files)} results files beside it were not read"
-        report.errors.append(FileError(str(machine_json), skipped))
-        return
-    stored = conn.execute("SELECT arch FROM machines WHERE name = ?", [machine["name"]]).fetchone()
-    if stored and not machine["arch"]:
-        machine["arch"] = stored[0]  # learnt from a sidecar's device record; the name does not say it
-    conn.execute("INSERT OR REPLACE INTO machines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(machine.values()))
+        return FileError(str(machine_json), f"{exc}; the {len(files)} results files beside it were not read")
+    tasks = []
     for path in files:
         relpath, cases_path = tracker.relpath(path), sidecar.sidecar_path(path)
         if not reread_all and tracker.is_unchanged(path, "results") and tracker.is_unchanged(cases_path, "cases"):
             report.unchanged.append(relpath)
             continue
-        try:
-            fingerprints = [tracker.fingerprint(path, "results")]
-            cases: dict[sidecar.CaseKey, dict[str, Any]] = {}
-            if cases_path.is_file():
-                fingerprints.append(tracker.fingerprint(cases_path, "cases"))
-                cases, warnings = sidecar.load_cases(cases_path)
-                report.warnings += warnings
-            parsed = read_results(path, machine["name"], benchmarks)
-            for row in parsed.rows:
-                sidecar.annotate(row, cases)
-            with _transaction(conn):
-                _store_file(conn, tracker, report.subject, relpath, parsed, cases, fingerprints, branch)
-        except (*BAD_FILE, duckdb.Error) as exc:
-            report.errors.append(FileError(str(path), f"{type(exc).__name__}: {exc}"))
-            continue
-        report.loaded.append(relpath)
-        report.rows += len(parsed.rows)
+        tasks.append(_Task(path, relpath, tracker.relpath(cases_path), machine["name"]))
+    return machine, tasks
 
 
-def _store_file(
-    conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, relpath: str, parsed: ResultsFile,
-    cases: dict[sidecar.CaseKey, dict[str, Any]], fingerprints: list[Fingerprint], branch: str | None,
+def _store_machine(
+    conn: duckdb.DuckDBPyConnection, batch: _Batch, machine: dict[str, Any], tasks: list[_Task],
+    outcomes: Iterator[tuple[list[str], _Parsed | FileError]],
 ) -> None:
-    machine = parsed.environment["machine"]
-    conn.execute("DELETE FROM results WHERE subject = ? AND source_file = ?", [subject, relpath])
-    if parsed.rows:
-        frame = pd.DataFrame(
-            [{**row, "subject": subject, "machine": machine, "commit_hash": parsed.commit_hash,
-              "env_name": parsed.environment["env_name"], "source_file": relpath} for row in parsed.rows],
-            columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
-        )
+    """The machine's row, then its files into `batch` as they come out of `outcomes` (one per task, in order)."""
+    if machine["name"] in batch.machines:
+        batch.store()  # two directories of one machine: its row is written after the first one's files
+    stored = conn.execute("SELECT arch FROM machines WHERE name = ?", [machine["name"]]).fetchone()
+    if stored and not machine["arch"]:
+        machine["arch"] = stored[0]  # learnt from a sidecar's device record; the name does not say it
+    conn.execute("INSERT OR REPLACE INTO machines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(machine.values()))
+    for warnings, outcome in itertools.islice(outcomes, len(tasks)):
+        batch.report.warnings += warnings
+        if isinstance(outcome, FileError):
+            batch.add_error(outcome)
+        else:
+            batch.add(outcome)
+
+
+@dataclass(frozen=True)
+class _Task:
+    """One results file to read, with the relative paths its fingerprints are stored under."""
+
+    path: Path
+    relpath: str
+    cases_relpath: str
+    machine: str
+
+
+def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[str], _Parsed | FileError]:
+    """One results file and its sidecar, fingerprinted, parsed and joined; or why it cannot be read.
+
+    Fingerprints are taken before the files are read, so a change made
+    meanwhile is seen by the next ingest.
+    """
+    warnings: list[str] = []
+    path, cases_path = task.path, sidecar.sidecar_path(task.path)
+    try:
+        fingerprints = [fingerprint(path, task.relpath, "results")]
+        cases: dict[sidecar.CaseKey, dict[str, Any]] = {}
+        if cases_path.is_file():
+            fingerprints.append(fingerprint(cases_path, task.cases_relpath, "cases"))
+            cases, warnings = sidecar.load_cases(cases_path)
+        parsed = read_results(path, task.machine, benchmarks)
+        if parsed.table is not None:
+            table = sidecar.annotate_table(parsed.table, cases)
+            # None: a record holds values that only the row path stores as it always did
+            parsed = replace(parsed, table=table, rows=None if table is not None else parsed.table.to_pylist())
+        for row in parsed.rows or ():
+            sidecar.annotate(row, cases)
+    except BAD_FILE as exc:
+        return warnings, FileError(str(path), f"{type(exc).__name__}: {exc}")
+    return warnings, _Parsed(path, task.relpath, parsed, sidecar.device_arch(cases), fingerprints)
+
+
+class _Readers:
+    """Reads results files in file order: in worker processes when there are enough files to repay them.
+
+    Parsing asv's JSON is most of the work of an ingest and holds Python's
+    lock, so a large tree is parsed by one process per core while this one
+    writes to the database. What a file yields does not depend on where it
+    was read. The workers are forked before the database is opened, while
+    this process has no other threads (so no lock can be held across the
+    fork), and never touch the database.
+    """
+
+    MIN_FILES = 32  # in the whole tree; fewer are read in this process
+    AHEAD = 64  # files read ahead of the one being stored, so the workers go on while a batch is written
+
+    def __init__(self, benchmarks: dict[str, BenchmarkDef], files: int) -> None:
+        self._benchmarks = benchmarks
+        self._pool: ProcessPoolExecutor | None = None
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        if files >= self.MIN_FILES and cores >= 2 and "fork" in multiprocessing.get_all_start_methods():
+            try:
+                self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"),
+                                                 initializer=_start_worker, initargs=(benchmarks,))
+                self._pool.submit(int).result()  # forks every worker now
+            except (OSError, BrokenProcessPool):  # no processes to be had: read here
+                self.close()
+
+    def read(self, tasks: list[_Task]) -> Iterator[tuple[list[str], _Parsed | FileError]]:
+        if self._pool is None or len(tasks) < 2:
+            for task in tasks:
+                with _gc_paused():
+                    outcome = _read_file(task, self._benchmarks)
+                yield outcome
+            return
+        queued = iter(tasks)
+        running = deque(self._pool.submit(_read_in_worker, task) for task in itertools.islice(queued, self.AHEAD))
+        while running:
+            outcome = running.popleft().result()
+            for task in itertools.islice(queued, 1):
+                running.append(self._pool.submit(_read_in_worker, task))
+            yield outcome
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+
+_WORKER_BENCHMARKS: dict[str, BenchmarkDef] = {}
+
+
+def _start_worker(benchmarks: dict[str, BenchmarkDef]) -> None:
+    gc.disable()  # see _gc_paused; a worker lives for one ingest and parses data without cycles
+    _WORKER_BENCHMARKS.update(benchmarks)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a file is parsed.
+
+    A results file becomes tens of thousands of lists and floats, none in a
+    cycle, and the collector would otherwise walk them again and again while
+    they are made (a tenth or more of the parse).
+    """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _read_in_worker(task: _Task) -> tuple[list[str], _Parsed | FileError]:
+    return _read_file(task, _WORKER_BENCHMARKS)
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    """A results file read completely, with its sidecar joined on: ready to store."""
+
+    path: Path
+    relpath: str
+    parsed: ResultsFile
+    arch: str | None
+    fingerprints: list[Fingerprint]
+
+
+class _Batch:
+    """Parsed files, stored together, each file all or nothing.
+
+    The files are written in one transaction, a few statements for all of
+    them, which is what makes a nightly-sized tree quick to load. Only files
+    that parsed completely get here. If the batch cannot be stored as a
+    whole (a file whose rows collide with other rows, say), it is stored
+    file by file, each in its own transaction, exactly as a lone file is:
+    the others land and that one is reported with DuckDB's error.
+    """
+
+    MAX_ROWS = 250_000  # above DuckDB's row group (122,880 rows), rows are written once, not also to the log
+
+    def __init__(self, conn: duckdb.DuckDBPyConnection, tracker: FileTracker, report: IngestReport,
+                 branch: str | None) -> None:
+        self._conn, self._tracker, self.report, self._branch = conn, tracker, report, branch
+        self._entries: list[_Parsed | FileError] = []  # in file order, so the report lists them as read
+        self._rows = 0
+        self.machines: set[str] = set()
+
+    def add(self, item: _Parsed) -> None:
+        self._entries.append(item)
+        self._rows += item.parsed.row_count
+        self.machines.add(item.parsed.environment["machine"])
+        if self._rows >= self.MAX_ROWS:
+            self.store()
+
+    def add_error(self, error: FileError) -> None:
+        self._entries.append(error)
+
+    def store(self) -> None:
+        entries, self._entries, self._rows, self.machines = self._entries, [], 0, set()
+        items = [e for e in entries if isinstance(e, _Parsed)]
+        failed: dict[str, FileError] = {}
+        try:
+            with _transaction(self._conn):
+                _store_files(self._conn, self._tracker, self.report.subject, items, self._branch)
+        except (*BAD_FILE, duckdb.Error, _OneByOne):
+            for item in items:
+                try:
+                    with _transaction(self._conn):
+                        _store_files(self._conn, self._tracker, self.report.subject, [item], self._branch)
+                except (*BAD_FILE, duckdb.Error) as exc:
+                    failed[item.relpath] = FileError(str(item.path), f"{type(exc).__name__}: {exc}")
+        for entry in entries:
+            if isinstance(entry, FileError):
+                self.report.errors.append(entry)
+            elif entry.relpath in failed:
+                self.report.errors.append(failed[entry.relpath])
+            else:
+                self.report.loaded.append(entry.relpath)
+                self.report.rows += entry.parsed.row_count
+
+
+class _OneByOne(Exception):
+    """The batch must be stored file by file to give the outcome files stored one by one would have."""
+
+
+def _store_files(
+    conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, items: list[_Parsed], branch: str | None,
+) -> None:
+    """Replace the rows of `items` and record them, as storing them one by one would.
+
+    Runs inside the caller's transaction.
+    """
+    if not items:
+        return
+    relpaths = [item.relpath for item in items]
+    tables, frames = [], []
+    for item in items:
+        parsed, env = item.parsed, item.parsed.environment
+        if parsed.table is not None and parsed.table.num_rows:
+            n = parsed.table.num_rows
+            table = parsed.table
+            for name, value in (("subject", subject), ("machine", env["machine"]),
+                                ("commit_hash", parsed.commit_hash), ("env_name", env["env_name"]),
+                                ("source_file", item.relpath)):
+                table = table.append_column(name, pa.array([value] * n, pa.string()))
+            tables.append(table)
+        elif parsed.rows:  # read by asv's loader: one dict per row
+            frames.append(pd.DataFrame(
+                [{**row, "subject": subject, "machine": env["machine"], "commit_hash": parsed.commit_hash,
+                  "env_name": env["env_name"], "source_file": item.relpath} for row in parsed.rows],
+                columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
+            ))
+    if len(items) > 1 and frames:
+        raise _OneByOne  # rows read by asv's loader are stored as they always were, a file at a time
+    incoming = pa.concat_tables(tables, promote_options="default") if tables else None
+    if len(items) > 1 and incoming is not None and any(tracker.is_known(item.relpath) for item in items):
+        # One by one, a file's new rows would collide with the old rows of a later file of the batch (rows
+        # that moved between files); deleting all old rows first would hide that, so store one by one.
+        # Only files ingested before have rows: they are recorded in the same transaction as their rows.
+        conn.register("incoming_results", incoming)
+        moved = conn.execute(
+            "SELECT count(*) FROM results r JOIN incoming_results i ON r.subject = i.subject"
+            " AND r.machine = i.machine AND r.commit_hash = i.commit_hash AND r.env_name = i.env_name"
+            " AND r.benchmark = i.benchmark AND r.params = i.params"
+            " WHERE r.subject = ? AND list_contains(?::VARCHAR[], r.source_file) AND r.source_file <> i.source_file",
+            [subject, relpaths]).fetchall()[0][0]
+        conn.unregister("incoming_results")
+        if moved:
+            raise _OneByOne
+    conn.execute("DELETE FROM results WHERE subject = ? AND list_contains(?::VARCHAR[], source_file)",
+                 [subject, relpaths])
+    if incoming is not None:
+        conn.register("incoming_results", incoming)
+        conn.execute("INSERT INTO results BY NAME SELECT * FROM incoming_results")
+        conn.unregister("incoming_results")
+    for frame in frames:
         conn.register("incoming_results", frame)
         conn.execute("INSERT INTO results BY NAME SELECT * FROM incoming_results")
         conn.unregister("incoming_results")
-    conn.execute(
-        "INSERT INTO commits VALUES (?, ?, ?, ?) ON CONFLICT (subject, hash) DO UPDATE"
-        " SET date = coalesce(excluded.date, commits.date), branch = coalesce(excluded.branch, commits.branch)",
-        [subject, parsed.commit_hash, parsed.commit_date, branch],
-    )
-    env = parsed.environment
-    conn.execute(
-        "INSERT OR REPLACE INTO environments VALUES (?, ?, ?, ?, ?, ?)",
-        [machine, env["env_name"], env["python"], env["params"], env["requirements"], env["env_vars"]],
-    )
-    arch = sidecar.device_arch(cases)
-    if arch:
+    # Upserts as one file after another would leave them: a commit keeps its last known date,
+    # an environment the last file's description, the machine the last arch a sidecar gave.
+    commits: dict[Any, dt.datetime | None] = {}
+    environments: dict[tuple[str, str], list[Any]] = {}
+    for item in items:
+        parsed, env = item.parsed, item.parsed.environment
+        if parsed.commit_date is not None or parsed.commit_hash not in commits:
+            commits[parsed.commit_hash] = parsed.commit_date
+        environments[env["machine"], env["env_name"]] = [
+            env["python"], env["params"], env["requirements"], env["env_vars"]]
+    if len(items) == 1:  # exactly the statements of a lone file
+        parsed, env = items[0].parsed, items[0].parsed.environment
+        conn.execute(
+            "INSERT INTO commits VALUES (?, ?, ?, ?) ON CONFLICT (subject, hash) DO UPDATE"
+            " SET date = coalesce(excluded.date, commits.date), branch = coalesce(excluded.branch, commits.branch)",
+            [subject, parsed.commit_hash, parsed.commit_date, branch],
+        )
+        conn.execute(
+            "INSERT OR REPLACE INTO environments VALUES (?, ?, ?, ?, ?, ?)",
+            [env["machine"], env["env_name"], env["python"], env["params"], env["requirements"], env["env_vars"]],
+        )
+    else:
+        conn.execute(
+            "INSERT INTO commits SELECT ?, unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), ?"
+            " ON CONFLICT (subject, hash) DO UPDATE"
+            " SET date = coalesce(excluded.date, commits.date), branch = coalesce(excluded.branch, commits.branch)",
+            [subject, list(commits), list(commits.values()), branch],
+        )
+        keys, values = list(environments), list(environments.values())
+        conn.execute(
+            "INSERT OR REPLACE INTO environments SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),"
+            " unnest(?::VARCHAR[]), unnest(?::JSON[]), unnest(?::JSON[]), unnest(?::JSON[])",
+            [[k[0] for k in keys], [k[1] for k in keys], *([v[i] for v in values] for i in range(4))],
+        )
+    archs = {item.parsed.environment["machine"]: item.arch for item in items if item.arch}  # the last one wins
+    for machine, arch in archs.items():
         conn.execute("UPDATE machines SET arch = ? WHERE name = ?", [arch, machine])
-    if len(fingerprints) == 1:  # no sidecar (any more)
-        tracker.forget(sidecar.sidecar_path(Path(relpath)).as_posix())
-    for fp in fingerprints:
-        tracker.record(fp)
+    tracker.forget_many([sidecar.sidecar_path(Path(item.relpath)).as_posix()
+                         for item in items if len(item.fingerprints) == 1])  # no sidecar (any more)
+    tracker.record_many([fp for item in items for fp in item.fingerprints])
 
 
 def _store_benchmarks(
@@ -211,11 +495,19 @@ def _store_benchmarks(
     benchmarks: dict[str, BenchmarkDef], path: Path,
 ) -> None:
     conn.execute("DELETE FROM benchmarks WHERE subject = ?", [subject])
-    for b in benchmarks.values():
+    rows = [[subject, b.name, b.param_names, json.dumps(b.params), b.unit, b.type, b.version]
+            for b in benchmarks.values()]
+    plain = all(isinstance(v, str) or v is None for row in rows for v in (row[1], *row[4:])) and all(
+        isinstance(n, str) for row in rows for n in row[2])
+    if plain and rows:  # one statement for all of them
         conn.execute(
-            "INSERT INTO benchmarks VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [subject, b.name, b.param_names, json.dumps(b.params), b.unit, b.type, b.version],
+            "INSERT INTO benchmarks SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[][]), unnest(?::JSON[]),"
+            " unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+            [subject, *([row[i] for row in rows] for i in range(1, 7))],
         )
+    else:
+        for row in rows:
+            conn.execute("INSERT INTO benchmarks VALUES (?, ?, ?, ?, ?, ?, ?)", row)
     tracker.record(tracker.fingerprint(path, "benchmarks"))
 
 

@@ -24,6 +24,13 @@ _RESULTS = """
     WHERE (?::VARCHAR IS NULL OR r.machine = ?) AND (?::VARCHAR IS NULL OR r.subject = ?)
 """
 _SERIES_ORDER = "r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash"
+_RESULTS_JOIN = "results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
+
+
+def _where(**columns: str | None) -> tuple[str, list[str]]:
+    """`r.col = ?` for each column given (None: any), so DuckDB can skip row groups by their min and max."""
+    given = {name: value for name, value in columns.items() if value is not None}
+    return " AND ".join([f"r.{name} = ?" for name in given] or ["true"]), list(given.values())
 
 
 def machines(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
@@ -46,12 +53,24 @@ def commits(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subjec
 
 def latest_results(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
                    subject: str | None = None) -> pd.DataFrame:
-    """Per machine, environment, benchmark and parameters: the result of the newest commit."""
+    """Per machine, environment, benchmark and parameters: the result of the newest commit.
+
+    The newest commit is the latest date (a commit without one comes last),
+    then the greatest hash. Each series' newest row is found on the key
+    columns alone and only those rows are read whole, so the cost does not
+    grow with the width of the rows (samples) times the history's length.
+    """
+    where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
-        SELECT * FROM ({_RESULTS}) r
-        QUALIFY row_number() OVER (PARTITION BY subject, machine, env_name, benchmark, params
-                                   ORDER BY commit_date DESC NULLS LAST, commit_hash DESC) = 1
-        ORDER BY subject, machine, benchmark, params""", [machine, machine, subject, subject])
+        WITH newest AS (
+            SELECT arg_max(r.rowid, (c.date IS NOT NULL, coalesce(c.date, TIMESTAMP '1970-01-01'), r.commit_hash))
+                   AS row_id
+            FROM {_RESULTS_JOIN} WHERE {where}
+            GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params
+        )
+        SELECT r.*, c.date AS commit_date, c.branch FROM {_RESULTS_JOIN}
+        WHERE {where} AND r.rowid IN (SELECT row_id FROM newest)
+        ORDER BY r.subject, r.machine, r.benchmark, r.params""", [*args, *args])
 
 
 def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchmark: str | None = None,
@@ -60,8 +79,10 @@ def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchm
 
     `params` matches as a dict, so its key order does not matter.
     """
-    frame = _query(db_path, f"{_RESULTS} AND (?::VARCHAR IS NULL OR r.benchmark = ?) ORDER BY {_SERIES_ORDER}",
-                   [machine, machine, subject, subject, benchmark, benchmark])
+    where, args = _where(machine=machine, subject=subject, benchmark=benchmark)
+    frame = _query(db_path, f"""
+        SELECT r.*, c.date AS commit_date, c.branch FROM {_RESULTS_JOIN}
+        WHERE {where} ORDER BY {_SERIES_ORDER}""", args)
     if params is not None:
         frame = frame[frame["params"].map(json.loads) == params].reset_index(drop=True)
     return frame
@@ -121,3 +142,172 @@ def _is_null(value: Any) -> bool:
 def _query(db_path: str | Path, sql: str, args: list[Any] | None = None) -> pd.DataFrame:
     with connect(db_path, read_only=True) as conn:
         return conn.execute(sql, args or []).df()
+
+
+# --- Queries for the dashboard: filtered in SQL and without the samples arrays, so that a page over
+# a million-row database moves only the rows it draws.
+
+_CASE_COLUMNS = """split_part(r.benchmark, '.', 1) AS workload, split_part(r.benchmark, '.', 2) AS shape_set,
+    r.params->>'case' AS "case", r.params->>'provider' AS provider, r.params->>'dtype' AS dtype"""
+_FILTERS = "(?::VARCHAR IS NULL OR r.machine = ?) AND (?::VARCHAR IS NULL OR r.subject = ?)"
+_HISTORY_COLUMNS = ("^(subject|machine|commit_hash|env_name|benchmark|params|unit|value|ci_99_a|ci_99_b|status|reason"
+                    "|source|run_context|pr)$")
+_SIDE_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s", "roofline_fraction": "fraction of roofline"}
+
+
+def result_facets(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """One row per (subject, machine, benchmark, case, provider, dtype) with results: what the filters offer.
+
+    With the machine's architecture, the benchmark's unit and the number of
+    commits measured, so a page can fill its selectors without loading rows.
+    """
+    return _query(db_path, f"""
+        SELECT r.subject, r.machine, m.arch, r.benchmark, {_CASE_COLUMNS}, any_value(r.unit) AS unit,
+               count(DISTINCT r.commit_hash) AS commits, count(*) FILTER (WHERE r.status = 'ok') AS ok_rows
+        FROM results r LEFT JOIN machines m ON m.name = r.machine
+        GROUP BY ALL ORDER BY ALL""")
+
+
+def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None,
+                 unit: str = "seconds") -> pd.DataFrame:
+    """Per series of `unit` (a time by default), the newest commit's row with the case's other metrics.
+
+    TFLOP/s, GB/s and the roofline fraction come from the row's sidecar
+    record when it has one, else from the sibling benchmarks of the same
+    class, commit and parameters (`attention.Quick.track_tflops` for
+    `attention.Quick.track_time`), counting only values whose status is ok.
+    """
+    args = [machine, machine, subject, subject]
+    sides = ", ".join(f"max(s.value) FILTER (WHERE s.unit = '{u}' AND s.status = 'ok') AS side_{k}"
+                      for k, u in _SIDE_UNITS.items())
+    coalesced = ", ".join(f"coalesce(t.{k}, s.side_{k}) AS {k}" for k in _SIDE_UNITS)
+    return _query(db_path, f"""
+        WITH t AS (
+            SELECT r.* EXCLUDE (samples, {', '.join(_SIDE_UNITS)}), r.tflops, r.gbps, r.roofline_fraction,
+                   c.date AS commit_date, c.branch
+            FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+            WHERE r.unit = ? AND {_FILTERS}
+            QUALIFY row_number() OVER (PARTITION BY r.subject, r.machine, r.env_name, r.benchmark, r.params
+                                       ORDER BY c.date DESC NULLS LAST, r.commit_hash DESC) = 1
+        ), s AS (
+            SELECT s.subject, s.machine, s.env_name, s.commit_hash, s.params::VARCHAR AS params,
+                   regexp_replace(s.benchmark, '\\.[^.]*$', '') AS suite, {sides}
+            FROM results s
+            WHERE s.unit IN ({', '.join('?' for _ in _SIDE_UNITS)})
+              AND (?::VARCHAR IS NULL OR s.machine = ?) AND (?::VARCHAR IS NULL OR s.subject = ?)
+              AND s.commit_hash IN (SELECT DISTINCT commit_hash FROM t)
+            GROUP BY ALL
+        )
+        SELECT t.* EXCLUDE ({', '.join(_SIDE_UNITS)}), m.arch, {_CASE_COLUMNS.replace('r.', 't.')}, {coalesced}
+        FROM t LEFT JOIN machines m ON m.name = t.machine
+        LEFT JOIN s ON s.subject = t.subject AND s.machine = t.machine AND s.env_name = t.env_name
+             AND s.commit_hash = t.commit_hash AND s.params = t.params::VARCHAR
+             AND s.suite = regexp_replace(t.benchmark, '\\.[^.]*$', '')
+        ORDER BY t.subject, t.machine, t.benchmark, t.params""",
+        [unit, *args, *_SIDE_UNITS.values(), *args])
+
+
+def benchmark_history(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
+                      subject: str | None = None) -> pd.DataFrame:
+    """One benchmark's rows on the given machines (None: all), oldest commit first.
+
+    Only the columns a history draws (and `source`/`run_context`/`pr` where
+    the store has them): a 1,000-commit history is big enough that samples,
+    contracts and device records would dominate its cost.
+    """
+    return _query(db_path, f"""
+        SELECT r.*, c.date AS commit_date, c.branch, m.arch, {_CASE_COLUMNS}
+        FROM (SELECT COLUMNS('{_HISTORY_COLUMNS}') FROM results
+              WHERE benchmark = ? AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], machine))
+                AND (?::VARCHAR IS NULL OR subject = ?)) r
+        LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        LEFT JOIN machines m ON m.name = r.machine
+        ORDER BY {_SERIES_ORDER}""", [benchmark, machines, machines, subject, subject])
+
+
+def resource_history(db_path: str | Path = DEFAULT_DB, units: list[str] | None = None) -> pd.DataFrame:
+    """Compile-time resources across commits: the compile_metrics table plus results in deterministic `units`.
+
+    Results rows name the kernel after the benchmark class and keep their
+    parameters (`params`; NULL for compile_metrics rows) so a caller can add
+    them to the name; the architecture is the `arch` parameter, else the
+    machine's.
+    """
+    return _query(db_path, """
+        SELECT m.subject, m.machine, m.commit_hash, c.date AS commit_date, m.kernel, m.arch, m.metric, m.value,
+               m.unit, 'ok' AS status, NULL AS reason, 'compile_metrics' AS origin
+        FROM compile_metrics m LEFT JOIN commits c ON c.subject = m.subject AND c.hash = m.commit_hash
+        UNION ALL BY NAME
+        SELECT r.subject, r.machine, r.commit_hash, c.date AS commit_date,
+               regexp_replace(r.benchmark, '\\.[^.]*$', '') AS kernel, r.params,
+               coalesce(r.params->>'arch', ma.arch) AS arch,
+               regexp_replace(regexp_extract(r.benchmark, '[^.]*$'), '^track_', '') AS metric,
+               r.value, r.unit, r.status, r.reason, r.benchmark AS origin
+        FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        LEFT JOIN machines ma ON ma.name = r.machine
+        WHERE list_contains(?::VARCHAR[], lower(r.unit))
+        ORDER BY subject, machine, kernel, arch, metric, commit_date NULLS LAST, commit_hash""", [units or []])
+
+
+def table_counts(db_path: str | Path = DEFAULT_DB) -> dict[str, int]:
+    """Rows per table that the dashboard draws from; all zero means nothing was ingested yet."""
+    with connect(db_path, read_only=True) as conn:
+        return {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
+                for t in ("machines", "commits", "results", "compile_metrics")}
+
+
+# Imported results (flybench.importers). Rows of `results` carry `source` ('flybench' for flybench's own
+# asv measurements, 'flydsl-ci' for FlyDSL's CI), and imported rows `run_context`, `pr`, `shape`,
+# `source_regression` and `source_record`: every frame above already has these columns.
+
+RUN_CONTEXTS = ("main", "pr", "branch")
+"""Imported runs: a push to main, a pull request's run, or a run of another branch (PR not resolved)."""
+
+
+def sources(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """Who measured what: rows, commits, machines and dates per (source, subject), flybench's own included."""
+    return _query(db_path, """
+        SELECT r.source, r.subject, count(*) AS rows, count(DISTINCT r.commit_hash) AS commits,
+               count(DISTINCT r.machine) AS machines, min(c.date) AS first_date, max(c.date) AS last_date
+        FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        GROUP BY r.source, r.subject ORDER BY r.source, r.subject""")
+
+
+def in_context(frame: pd.DataFrame, context: str) -> pd.DataFrame:
+    """Rows of one run context: 'main' (flybench's own rows count as main), 'pr' or 'branch'; 'all' keeps all."""
+    if context == "all":
+        return frame
+    if context not in RUN_CONTEXTS:
+        raise FlybenchError(f"unknown run context {context!r}; valid: all, {', '.join(RUN_CONTEXTS)}")
+    own = frame["run_context"].isna() if context == "main" else False
+    return frame[own | (frame["run_context"] == context)].reset_index(drop=True)
+
+
+def imported_records(db_path: str | Path = DEFAULT_DB, source: str | None = None,
+                     subject: str | None = None) -> pd.DataFrame:
+    """Every imported record (re-runs included, which `results` collapses), with its commit's order and branch."""
+    return _query(db_path, """
+        SELECT r.*, c.order_date, c.ordered_by, c.on_main, c.main_position, c.merged_pr, c.title
+        FROM imported_records r
+        LEFT JOIN imported_commits c ON c.source = r.source AND c.subject = r.subject AND c.hash = r.commit_hash
+        WHERE (?::VARCHAR IS NULL OR r.source = ?) AND (?::VARCHAR IS NULL OR r.subject = ?)
+        ORDER BY c.order_date, r.run_id, r.runner, r.op, r.shape, r.dtype, r.metric""",
+                  [source, source, subject, subject])
+
+
+def imported_commits(db_path: str | Path = DEFAULT_DB, source: str | None = None,
+                     subject: str | None = None) -> pd.DataFrame:
+    """Imported commits in order: first CI sighting, order date, and what the clone said (on main, title, PR)."""
+    return _query(db_path, """
+        SELECT * FROM imported_commits
+        WHERE (?::VARCHAR IS NULL OR source = ?) AND (?::VARCHAR IS NULL OR subject = ?)
+        ORDER BY order_date, hash""", [source, source, subject, subject])
+
+
+def commit_titles(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """(subject, hash, title) of commits whose message an importer recorded; empty where none did."""
+    with connect(db_path, read_only=True) as conn:
+        known = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'imported_commits'")
+        if not known.fetchone()[0]:
+            return pd.DataFrame(columns=["subject", "hash", "title"])
+        return conn.execute("SELECT DISTINCT subject, hash, title FROM imported_commits WHERE title IS NOT NULL").df()

@@ -108,6 +108,58 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (subject, path)
         )""",
     ],
+    [  # v2: results imported from other systems (FlyDSL's CI), marked with their source and kept verbatim.
+        # New results columns only: ingest writes results BY NAME, so asv rows get source 'flybench'.
+        # commits, machines, environments and benchmarks are written positionally and stay as they are.
+        "ALTER TABLE results ADD COLUMN source VARCHAR DEFAULT 'flybench'",  # who measured: flybench or an importer
+        "ALTER TABLE results ADD COLUMN run_context VARCHAR",  # imported rows: main, pr or branch
+        "ALTER TABLE results ADD COLUMN pr INTEGER",  # imported rows: the pull request the run tested
+        "ALTER TABLE results ADD COLUMN shape JSON",  # imported rows: workload shape parsed from the source's name
+        "ALTER TABLE results ADD COLUMN source_regression BOOLEAN",  # the source's own verdict (FlyDSL: -3% vs main)
+        "ALTER TABLE results ADD COLUMN source_record JSON",  # the source's record, verbatim
+        """CREATE TABLE imported_records (
+            source VARCHAR NOT NULL,
+            subject VARCHAR NOT NULL,
+            run_id VARCHAR NOT NULL,
+            runner VARCHAR NOT NULL,
+            op VARCHAR NOT NULL,
+            shape VARCHAR NOT NULL,
+            dtype VARCHAR NOT NULL,
+            metric VARCHAR NOT NULL,
+            commit_hash VARCHAR NOT NULL,
+            ts TIMESTAMP NOT NULL,
+            pr INTEGER,
+            status VARCHAR NOT NULL,
+            value DOUBLE,
+            record JSON NOT NULL,
+            file VARCHAR NOT NULL,
+            PRIMARY KEY (source, subject, run_id, runner, op, shape, dtype, metric)
+        )""",
+        """CREATE TABLE imported_commits (
+            source VARCHAR NOT NULL,
+            subject VARCHAR NOT NULL,
+            hash VARCHAR NOT NULL,
+            first_seen TIMESTAMP NOT NULL,
+            order_date TIMESTAMP NOT NULL,
+            ordered_by VARCHAR NOT NULL,
+            on_main BOOLEAN,
+            main_position INTEGER,
+            title VARCHAR,
+            merged_pr INTEGER,
+            PRIMARY KEY (source, subject, hash)
+        )""",
+        """CREATE TABLE imported_files (
+            source VARCHAR NOT NULL,
+            subject VARCHAR NOT NULL,
+            sha256 VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            size BIGINT NOT NULL,
+            records INTEGER NOT NULL,
+            rejected INTEGER NOT NULL,
+            imported_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (source, subject, sha256)
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

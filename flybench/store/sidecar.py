@@ -7,9 +7,12 @@ derived rates. Ingest joins these onto the asv rows of the same case.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
 
 CaseKey = tuple[str, str, str, str, str]
 """(workload, shape_set, case, provider, dtype)."""
@@ -68,20 +71,85 @@ def annotate(row: dict[str, Any], cases: dict[CaseKey, dict[str, Any]]) -> None:
     this one metric has no value (a roofline fraction on a CPU, say): that
     metric is unavailable, the case did not fail.
     """
-    key = case_key(row["benchmark"], json.loads(row["params"]))
+    key = _row_case_key(row["benchmark"], row["params"])
     record = cases.get(key) if key else None
     if record is None:
         return
-    status, reason = record["status"], record.get("reason")
-    if status == "ok" and row["value"] is None:
-        status, reason = "unavailable", "the case was measured, but this metric has no value here"
-    row.update(
-        status=status, reason=reason, contract=_json(record.get("contract")),
+    fields = _fields(record)
+    if fields["status"] == "ok" and row["value"] is None:
+        fields.update(status="unavailable", reason=NO_VALUE)
+    row.update(fields)
+
+
+NO_VALUE = "the case was measured, but this metric has no value here"
+_NUMBERS = ("tolerance", "tflops", "gbps", "roofline_fraction")
+_TEXTS = ("reason", "contract", "errors", "device", "run_id")
+
+
+def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.Table | None:
+    """`annotate` for all rows of one file at once, as columns.
+
+    Returns None when a record holds a value that is not a plain JSON
+    number or text where the table wants one; the caller then annotates
+    the file's rows one by one, which stores such values as it always did.
+    """
+    if not cases or not table.num_rows:
+        return table
+    keys = map(_row_case_key, table["benchmark"].to_pylist(), table["params"].to_pylist())
+    records = [cases.get(key) if key else None for key in keys]
+    if all(record is None for record in records):
+        return table
+    size = len(records)
+    status = table["status"].to_pylist()
+    no_value = table["value"].is_null().to_pylist()
+    extras: dict[str, list[Any]] = {name: [None] * size for name in (*_TEXTS, *_NUMBERS)}
+    fields_of: dict[int, dict[str, Any]] = {}  # a record joins several rows (time, tflops, ... of one case)
+    for i, record in enumerate(records):
+        if record is None:
+            continue
+        fields = fields_of.get(id(record))
+        if fields is None:
+            fields = fields_of[id(record)] = _fields(record)
+            if not (all(_is_number(fields[name]) for name in _NUMBERS)
+                    and all(fields[name] is None or type(fields[name]) is str for name in _TEXTS)):
+                return None
+        for name, value in fields.items():
+            if name != "status":
+                extras[name][i] = value
+        status[i] = fields["status"]
+        if status[i] == "ok" and no_value[i]:
+            status[i], extras["reason"][i] = "unavailable", NO_VALUE
+    try:
+        columns = {name: pa.array(values, pa.string()) for name, values in extras.items() if name in _TEXTS}
+        columns.update({name: pa.array(values, pa.float64(), from_pandas=True)  # NaN is NULL, as before
+                        for name, values in extras.items() if name in _NUMBERS})
+    except (pa.ArrowException, OverflowError):
+        return None
+    table = table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string()))
+    for name, column in columns.items():
+        table = table.append_column(name, column)
+    return table
+
+
+def _fields(record: dict[str, Any]) -> dict[str, Any]:
+    """The columns a sidecar record fills, before the "ok but no value" rule."""
+    return dict(
+        status=record["status"], reason=record.get("reason"), contract=_json(record.get("contract")),
         errors=_json(record.get("errors")), tolerance=record.get("tolerance"),
         tflops=record.get("tflops"), gbps=record.get("gbps"),
         roofline_fraction=record.get("roofline_fraction"), device=_json(record.get("device")),
         run_id=None if record.get("run_id") is None else str(record["run_id"]),
     )
+
+
+@functools.lru_cache(maxsize=65536)
+def _row_case_key(benchmark: str, params: str) -> CaseKey | None:
+    """`case_key` of a row's benchmark and params text; the same few texts recur in every file."""
+    return case_key(benchmark, json.loads(params))
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or type(value) in (int, float)
 
 
 def device_arch(cases: dict[CaseKey, dict[str, Any]]) -> str | None:

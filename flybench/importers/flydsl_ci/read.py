@@ -1,0 +1,189 @@
+"""Reading and checking a FlyDSL CI history file before anything touches the database.
+
+The whole file is read and every record checked first: a file that is not
+gzip or JSON, or of another schema, is refused whole with a message naming
+the file; a record with a missing or malformed field is set aside with its
+index, and the good records go on. Nothing is written while reading.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from flybench.errors import FlybenchError
+
+SCHEMA = 1
+METRICS = ("TFLOPS", "TB/s", "speedup")
+"""FlyDSL's metrics; all are bigger-is-better."""
+STATUSES = ("ok", "skip", "missing")
+KEY_FIELDS = ("run_id", "runner", "op", "shape", "dtype", "metric")
+"""FlyDSL's own de-duplication key (ingest.py's `_rec_key`): one CI job's value of one case."""
+
+_TEXT_FIELDS = ("ts", "commit", "source", "runner", "arch", "op", "shape", "dtype", "metric", "status")
+_OPTIONAL_OBJECTS = ("vs_main", "vs_tag", "extra")
+
+Key = tuple[str, str, str, str, str, str]
+
+
+@dataclass(frozen=True)
+class RecordError:
+    """A record that was not imported, and why (index counts from 0 in the file's `records`)."""
+
+    index: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"record {self.index}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One checked record: its key, the fields the store indexes, and the record as the file had it."""
+
+    index: int
+    key: Key
+    commit: str
+    ts: datetime
+    pr: int | None
+    status: str
+    value: float | None
+    raw: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return self.key[0]
+
+    @property
+    def runner(self) -> str:
+        return self.key[1]
+
+    @cached_property
+    def canonical(self) -> str:
+        """The record as stored (sorted keys), so the same record always compares equal."""
+        return json.dumps(self.raw, sort_keys=True)
+
+
+@dataclass
+class HistoryFile:
+    """A parsed file: its fingerprint, the good records, and the rejected ones."""
+
+    path: Path
+    sha256: str
+    size: int
+    repo: str | None
+    records: list[Record] = field(default_factory=list)
+    errors: list[RecordError] = field(default_factory=list)
+
+
+def read_history(path: str | Path) -> HistoryFile:
+    """Parse `path` (plain JSON or gzip, whatever its name); FlybenchError if the file as a whole is unusable."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise FlybenchError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    data = _decode(path, raw)
+    if not isinstance(data, dict) or not isinstance(data.get("records"), list):
+        raise FlybenchError(f"{path}: not a FlyDSL CI history (expected an object with a 'records' list)")
+    if data.get("schema") != SCHEMA:
+        raise FlybenchError(f"{path}: schema {data.get('schema')!r}; this importer reads FlyDSL CI history "
+                            f"schema {SCHEMA} (upgrade flybench, or export the file with schema {SCHEMA})")
+    parsed = HistoryFile(path, hashlib.sha256(raw).hexdigest(), len(raw), data.get("repo"))
+    seen: dict[Key, Record] = {}
+    for index, item in enumerate(data["records"]):
+        try:
+            record = check_record(index, item)
+        except ValueError as exc:
+            parsed.errors.append(RecordError(index, str(exc)))
+            continue
+        earlier = seen.get(record.key)
+        if earlier is None:
+            seen[record.key] = record
+            parsed.records.append(record)
+        elif earlier.canonical != record.canonical:
+            parsed.errors.append(RecordError(index, f"same run, runner and case as record {earlier.index} "
+                                                    "but different content"))
+    return parsed
+
+
+def check_record(index: int, item: Any) -> Record:
+    """A Record, or ValueError saying which field is missing or wrong."""
+    if not isinstance(item, dict):
+        raise ValueError(f"expected an object, got {type(item).__name__}")
+    for name in (*_TEXT_FIELDS, "run_id", "regression"):
+        if name not in item:
+            raise ValueError(f"missing field {name!r}")
+    for name in _TEXT_FIELDS:
+        if not isinstance(item[name], str) or not item[name]:
+            raise ValueError(f"field {name!r} must be a non-empty string, got {item[name]!r}")
+    if not re.fullmatch(r"[0-9a-fA-F]{7,40}", item["commit"]):
+        raise ValueError(f"field 'commit' is not a git hash: {item['commit']!r}")
+    if item["metric"] not in METRICS:
+        raise ValueError(f"unknown metric {item['metric']!r}; known: {', '.join(METRICS)}")
+    if item["status"] not in STATUSES:
+        raise ValueError(f"unknown status {item['status']!r}; known: {', '.join(STATUSES)}")
+    if not isinstance(item["run_id"], (int, str)) or isinstance(item["run_id"], bool):
+        raise ValueError(f"field 'run_id' must be a number or string, got {item['run_id']!r}")
+    if not isinstance(item["regression"], bool):
+        raise ValueError(f"field 'regression' must be true or false, got {item['regression']!r}")
+    pr = item.get("pr")
+    if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool)):
+        raise ValueError(f"field 'pr' must be a number or null, got {pr!r}")
+    for name in _OPTIONAL_OBJECTS:
+        if item.get(name) is not None and not isinstance(item[name], dict):
+            raise ValueError(f"field {name!r} must be an object or null, got {item[name]!r}")
+    value = _value(item)
+    key = (str(item["run_id"]), *(item[k] for k in KEY_FIELDS[1:]))
+    return Record(index, key, item["commit"].lower(), _timestamp(item["ts"]), pr, item["status"], value, item)
+
+
+def from_stored(text: str) -> Record:
+    """A record read back from the store, where it was written in its canonical form."""
+    record = check_record(-1, json.loads(text))
+    record.__dict__["canonical"] = text  # the cached_property's slot: no need to serialise it again
+    return record
+
+
+def _value(item: dict[str, Any]) -> float | None:
+    value = item.get("value")
+    if item["status"] != "ok":
+        return None  # skip and missing carry no value (null or absent)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"status 'ok' needs a finite number in 'value', got {value!r}")
+    return float(value)
+
+
+def _timestamp(text: str) -> datetime:
+    """ISO 8601 in UTC, stored naive as the rest of the store's timestamps."""
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"field 'ts' is not an ISO 8601 time: {text!r}") from exc
+    if parsed.tzinfo is not None:
+        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    return parsed
+
+
+def _decode(path: Path, raw: bytes) -> Any:
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise FlybenchError(f"{path}: corrupt or truncated gzip ({exc})") from exc
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise FlybenchError(f"{path}: not UTF-8 text (byte {exc.start}); expected JSON or gzip'd JSON") from exc
+    except json.JSONDecodeError as exc:
+        raise FlybenchError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+                            "the file may be truncated") from exc

@@ -1,0 +1,196 @@
+"""Importing a FlyDSL CI history into the store: idempotent, incremental, all of it or nothing.
+
+One file is one transaction. The file is read and checked, and the clone (if
+any) read, before the transaction starts; inside it, records new to the
+store are added to `imported_records` (keyed as FlyDSL keys them: run id,
+runner, op, shape, dtype, metric), and the commits those records touch get
+their order and their results rows derived again. A record already stored
+is never rewritten, so the same file twice changes nothing and a newer file
+(FlyDSL's history is a rolling window) adds only what is new. A record that
+comes back with other content is reported and the stored one kept.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
+from flybench.importers.flydsl_ci.read import Key, Record, RecordError, from_stored, read_history
+from flybench.importers.git_history import Clone, read_clone
+from flybench.store.db import DEFAULT_DB, connect
+from flybench.store.ingest import RESULT_COLUMNS, _transaction  # one definition of a file's transaction
+
+DEFAULT_SUBJECT = "flydsl"
+"""FlyDSL's commits, kept apart from flybench's own (see DESIGN.md, subjects)."""
+IMPORTED_COLUMNS = ("source", "run_context", "pr", "shape", "source_regression", "source_record")
+_RECORD_COLUMNS = ("source", "subject", "run_id", "runner", "op", "shape", "dtype", "metric", "commit_hash", "ts",
+                   "pr", "status", "value", "record", "file")
+
+
+@dataclass
+class ImportReport:
+    """What one import did; `ok` is False when records were rejected (the good ones are in)."""
+
+    file: str
+    db_path: str
+    subject: str
+    records: int = 0
+    new: int = 0
+    rows: int = 0
+    commits: int = 0
+    ordered_by: str = "CI timestamps"
+    rejected: list[RecordError] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.rejected and not self.conflicts
+
+    def summary(self) -> str:
+        lines = [f"{self.file} -> {self.db_path} ({self.subject}, source {SOURCE}): {self.records} records read, "
+                 f"{self.new} new, {self.records - self.new} already stored, {len(self.rejected)} rejected; "
+                 f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
+        lines += [f"  rejected: {self.file}: {error}" for error in self.rejected]
+        lines += [f"  conflict: {self.file}: {conflict}" for conflict in self.conflicts]
+        return "\n".join(lines)
+
+
+def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str = DEFAULT_SUBJECT, *,
+                flydsl_repo: str | Path | None = None, main_ref: str | None = None) -> ImportReport:
+    """Import one FlyDSL CI history file (plain or gzip JSON, schema 1) into `db_path`.
+
+    With `flydsl_repo` (a clone of FlyDSL), commits are ordered by main's
+    history and split into main and branch runs by it; every stored commit
+    of the subject is looked at again, not only the file's.
+    """
+    history = read_history(path)
+    report = ImportReport(str(path), str(db_path), subject, records=len(history.records),
+                          rejected=list(history.errors))
+    with connect(db_path) as conn:
+        stored = _stored_records(conn, subject)
+        new = [r for r in history.records if r.key not in stored]
+        report.conflicts = [f"record {r.index}: run {r.run_id} on {r.runner}, {' '.join(r.key[2:])} is stored "
+                            "with other content; the stored record is kept"
+                            for r in history.records if r.key in stored and stored[r.key] != r.canonical]
+        report.new = len(new)
+        clone = None
+        if flydsl_repo is not None:
+            clone = read_clone(flydsl_repo, {r.commit for r in new} | _stored_commits(conn, subject), main_ref)
+            report.ordered_by = f"main's history in {flydsl_repo}"
+        with _transaction(conn):
+            _insert(conn, "imported_records", [_record_row(subject, r, history.path.name) for r in new],
+                    _RECORD_COLUMNS)
+            report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone)
+            conn.execute("INSERT INTO imported_files VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP) "
+                         "ON CONFLICT DO NOTHING", [SOURCE, subject, history.sha256, history.path.name,
+                                                    history.size, len(history.records), len(history.errors)])
+    return report
+
+
+def _derive(conn: duckdb.DuckDBPyConnection, subject: str, fresh: dict[Key, Record],
+            clone: Clone | None) -> tuple[int, int]:
+    """Commit order and results rows of every commit that gained records or changed order; (commits, rows).
+
+    `fresh` are the records just inserted, already parsed; the others are read back from the table.
+    """
+    wanted = {r.commit for r in fresh.values()} | (set(clone.asked) if clone else set())
+    first_seen = dict(conn.execute(
+        "SELECT commit_hash, min(ts) FROM imported_records WHERE source = ? AND subject = ? "
+        "AND commit_hash IN (SELECT unnest(?::VARCHAR[])) GROUP BY commit_hash",
+        [SOURCE, subject, sorted(wanted)]).fetchall())
+    stored_commits = _stored_commit_rows(conn, subject)
+    commits = {h: row for h, row in commit_rows(first_seen, clone, stored_commits).items()
+               if stored_commits.get(h) != row or h in {r.commit for r in fresh.values()}}
+    if not commits:
+        return 0, 0
+    changed = sorted(commits)
+    records = [(fresh.get(tuple(key)) or from_stored(raw), file) for *key, raw, file in conn.execute(
+        "SELECT run_id, runner, op, shape, dtype, metric, record, file FROM imported_records "
+        "WHERE source = ? AND subject = ? AND commit_hash IN (SELECT unnest(?::VARCHAR[]))",
+        [SOURCE, subject, changed]).fetchall()]
+    rows = result_rows(subject, records, commits)
+    conn.execute("DELETE FROM imported_commits WHERE source = ? AND subject = ? AND hash IN "
+                 "(SELECT unnest(?::VARCHAR[]))", [SOURCE, subject, changed])
+    _insert(conn, "imported_commits", [{"source": SOURCE, "subject": subject, **asdict(c)} for c in commits.values()],
+            ("source", "subject", *(f.name for f in fields(CommitRow))))
+    branch = branches(rows)
+    _insert(conn, "commits", [{"subject": subject, "hash": c.hash, "date": c.order_date, "branch": branch.get(c.hash)}
+                              for c in commits.values()], ("subject", "hash", "date", "branch"),
+            "ON CONFLICT (subject, hash) DO UPDATE SET date = excluded.date, branch = excluded.branch")
+    conn.execute("DELETE FROM results WHERE subject = ? AND source = ? AND commit_hash IN "
+                 "(SELECT unnest(?::VARCHAR[]))", [subject, SOURCE, changed])
+    _insert(conn, "results", rows, (*RESULT_COLUMNS, *IMPORTED_COLUMNS))
+    _describe(conn, subject, rows)
+    return len(commits), len(rows)
+
+
+def _describe(conn: duckdb.DuckDBPyConnection, subject: str, rows: list[dict[str, Any]]) -> None:
+    """Machines, environments and benchmark definitions, so imported rows list like asv's own."""
+    runners = {row["machine"]: json.loads(row["device"])["arch"] for row in rows}
+    _insert(conn, "machines", [{"name": name, "host": name, "accelerator": arch, "arch": arch,
+                                "machine_json": json.dumps({"source": SOURCE, "runner": name})}
+                               for name, arch in runners.items()],
+            ("name", "host", "accelerator", "arch", "machine_json"), "ON CONFLICT DO NOTHING")
+    envs = {(r["machine"], r["env_name"], r["run_context"], r["pr"]) for r in rows}
+    _insert(conn, "environments", [{"machine": m, "env_name": e, "params": json.dumps(
+        {"source": SOURCE, "run_context": c, "pr": p})} for m, e, c, p in envs],
+            ("machine", "env_name", "params"), "ON CONFLICT DO NOTHING")
+    defined: dict[str, tuple[str, dict[str, set[str]]]] = {}
+    for benchmark, params, unit in conn.execute(
+            "SELECT DISTINCT benchmark, params, unit FROM results WHERE subject = ? AND source = ?",
+            [subject, SOURCE]).fetchall():
+        values = defined.setdefault(benchmark, (unit, {}))[1]
+        for name, value in json.loads(params).items():
+            values.setdefault(name, set()).add(repr(value))
+    _insert(conn, "benchmarks", [
+        {"subject": subject, "name": name, "param_names": list(values), "unit": unit, "type": "track",
+         "params": json.dumps([sorted(v) for v in values.values()]), "version": SOURCE}
+        for name, (unit, values) in defined.items()],
+            ("subject", "name", "param_names", "params", "unit", "type", "version"),
+            "ON CONFLICT DO UPDATE SET param_names = excluded.param_names, params = excluded.params, "
+            "unit = excluded.unit, type = excluded.type, version = excluded.version")
+
+
+def _record_row(subject: str, record: Record, file: str) -> dict[str, Any]:
+    raw = record.raw
+    return {"source": SOURCE, "subject": subject, "run_id": record.run_id, "runner": record.runner,
+            "op": raw["op"], "shape": raw["shape"], "dtype": raw["dtype"], "metric": raw["metric"],
+            "commit_hash": record.commit, "ts": record.ts, "pr": record.pr, "status": record.status,
+            "value": record.value, "record": record.canonical, "file": file}
+
+
+def _insert(conn: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, Any]], columns: Sequence[str],
+            conflict: str = "") -> None:
+    """Many rows in one statement (DuckDB's executemany runs one statement per row)."""
+    if not rows:
+        return
+    frame = pd.DataFrame(rows, columns=list(columns), dtype=object)  # object keeps None as NULL, never NaN
+    conn.register("incoming_rows", frame)
+    try:
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_rows {conflict}")
+    finally:
+        conn.unregister("incoming_rows")
+
+
+def _stored_records(conn: duckdb.DuckDBPyConnection, subject: str) -> dict[Key, str]:
+    return {tuple(key): record for *key, record in conn.execute(
+        "SELECT run_id, runner, op, shape, dtype, metric, record FROM imported_records "
+        "WHERE source = ? AND subject = ?", [SOURCE, subject]).fetchall()}
+
+
+def _stored_commits(conn: duckdb.DuckDBPyConnection, subject: str) -> set[str]:
+    return {h for (h,) in conn.execute("SELECT DISTINCT commit_hash FROM imported_records "
+                                       "WHERE source = ? AND subject = ?", [SOURCE, subject]).fetchall()}
+
+
+def _stored_commit_rows(conn: duckdb.DuckDBPyConnection, subject: str) -> dict[str, CommitRow]:
+    rows = conn.execute("SELECT hash, first_seen, order_date, ordered_by, on_main, main_position, title, merged_pr "
+                        "FROM imported_commits WHERE source = ? AND subject = ?", [SOURCE, subject]).fetchall()
+    return {row[0]: CommitRow(*row) for row in rows}

@@ -1,0 +1,263 @@
+"""`flybench import flydsl-ci` on FlyDSL's real CI history (read from ../shared/data, never copied here).
+
+Covers the mapping onto flybench's workloads, provenance marking, idempotence,
+incremental imports, commit order from a clone, bad input, and the noise
+estimate the detector needs for series of one rounded value per run.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from flybench.cli import main as cli
+from flybench.errors import FlybenchError
+from flybench.importers.flydsl_ci import SOURCE, import_file
+from flybench.importers.flydsl_ci.mapping import map_case
+from flybench.regress.config import RegressConfig
+from flybench.regress.history import Point, detect, resolution
+from flybench.store import connect, queries
+from flybench.workloads import get_workload
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "flydsl-ci-history-2026-06-11_2026-07-12.json.gz"
+TABLES = ("results", "commits", "machines", "environments", "benchmarks", "imported_records", "imported_commits",
+          "imported_files")
+TFLOPS = RegressConfig(relative=0.0).thresholds("x", "", "TFLOPS")
+
+pytestmark = pytest.mark.skipif(not DATA.is_file(), reason=f"{DATA} not found (the shared data folder)")
+
+
+def records() -> list[dict]:
+    return json.loads(gzip.decompress(DATA.read_bytes()))["records"]
+
+
+def write(path: Path, items: list, **top: object) -> Path:
+    path.write_text(json.dumps({"schema": 1, "repo": "ROCm/FlyDSL", "records": items, **top}))
+    return path
+
+
+def dump(db: Path, exclude: str = "") -> dict[str, tuple]:
+    """Per table: row count and a digest of every row, computed in DuckDB (fast on 18k rows)."""
+    with connect(db, read_only=True) as conn:
+        return {t: conn.execute(f"SELECT count(*), md5(string_agg(r, '|' ORDER BY r)) FROM (SELECT row::VARCHAR AS r "
+                                f"FROM (SELECT * {exclude if t == 'results' else ''} FROM {t}) row)").fetchone()
+                for t in TABLES}
+
+
+def scalar(db: Path, sql: str) -> object:
+    with connect(db, read_only=True) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("flydsl") / "store.duckdb"
+    report = import_file(DATA, db)
+    assert report.ok and report.records == report.new == 18071
+    return db
+
+
+def test_every_record_is_kept_and_every_row_marked_with_its_source(full: Path) -> None:
+    raw = records()
+    assert scalar(full, "SELECT count(*) FROM imported_records") == len(raw) == 18071
+    assert scalar(full, "SELECT count(*) FROM imported_records WHERE record->>'regression' = 'true'") == 568
+    statuses = dict(queries._query(full, "SELECT status, count(*) FROM imported_records GROUP BY 1").values)
+    assert statuses == {"ok": 15489, "skip": 1979, "missing": 603}
+    rows = queries.history(full, subject="flydsl")
+    assert set(rows["source"]) == {SOURCE} and rows["source_record"].notna().all()
+    assert set(rows["status"]) == {"ok", "skipped", "missing"}
+    assert rows.loc[rows["status"] != "ok", "value"].isna().all()  # kept as such, with no invented value
+    # one row per runner, commit, context and case: only the 180 re-runs of PR 823 collapse (latest job wins)
+    assert len(rows) == len(raw) - 180
+    record = json.loads(rows.iloc[0]["source_record"])
+    assert (record["runner"], record["commit"], str(record["run_id"])) == tuple(rows.iloc[0][["machine", "commit_hash",
+                                                                                              "run_id"]])
+    assert queries.sources(full).loc[0, "source"] == SOURCE
+
+
+def test_ops_and_shapes_map_onto_workloads(full: Path) -> None:
+    attention = get_workload("attention")
+    names = {c.name for cases in attention.catalog().values() for c in cases}
+    shapes = {r["shape"] for r in records() if r["op"] == "flash_attn"}
+    assert shapes and shapes <= names  # FlyDSL's flash_attn shapes are flybench attention cases
+    for shape in shapes:
+        mapped = map_case("flash_attn", shape, "bf16", "TFLOPS")
+        assert mapped.benchmark == "attention.FlydslCI.track_tflops"
+        assert mapped.params == {"case": shape, "provider": "flydsl", "dtype": "bf16"}
+        assert mapped.shape == attention.case(shape).shape
+    moe = map_case("moe_gemm2_atomic", "t64-d6144x1024-e128k8", "fp8", "TFLOPS")
+    assert (moe.workload, moe.params["kernel"]) == ("moe", "moe_gemm2_atomic")
+    assert moe.shape == {"tokens": 64, "hidden": 6144, "inter": 1024, "experts": 128, "top_k": 8, "stage": 2,
+                         "variant": "atomic", "family": ""}
+    assert map_case("moe_gemm1", "t64-d6144x1024-e128k8", "fp8", "TFLOPS").shape["stage"] == 1
+    assert map_case("moe_fp4_s2_reduce", "t16-d7168x256-e257k9", "fp4", "TFLOPS").shape["family"] == "fp4"
+    assert map_case("moe_a8w4", "t512-d3072x3072-e128k4", "a8w4", "TFLOPS").shape["stage"] is None
+    gemm = map_case("gemm", "8192x8192x8192_tile128x256x128", "fp8", "TFLOPS")
+    assert (gemm.benchmark, gemm.params["case"], gemm.params["config"]) == (
+        "gemm.FlydslCI.track_tflops", "8192x8192x8192", "tile128x256x128")
+    assert gemm.shape == {"kind": "gemm", "m": 8192, "n": 8192, "k": 8192}
+    kept = map_case("hgemm", "32x384x7168_tile16x64x128_sk14", "bf16", "TFLOPS")
+    assert (kept.workload, kept.benchmark) == (None, "hgemm.FlydslCI.track_tflops")
+    assert map_case("flash_attn", "weird", "bf16", "TFLOPS").benchmark == "flash_attn.FlydslCI.track_tflops"
+    assert map_case("layernorm", "32768x8192", "bf16", "TB/s").benchmark == "layernorm.FlydslCI.track_tbps"
+    landed = queries._query(full, "SELECT source_record->>'op' AS op, split_part(benchmark, '.', 1) AS workload "
+                                  "FROM results GROUP BY ALL")
+    where = {op: set(group["workload"]) for op, group in landed.groupby("op")}
+    assert where["flash_attn"] == {"attention"} and where["gemm"] == {"gemm"} and where["hgemm"] == {"hgemm"}
+    assert all(where[op] == {"moe"} for op in where if op.startswith("moe_"))
+
+
+def test_same_file_twice_changes_nothing(full: Path, tmp_path: Path) -> None:
+    before = dump(full)
+    report = import_file(DATA, full)
+    assert (report.new, report.rows, report.commits) == (0, 0, 0) and report.ok
+    assert dump(full) == before
+
+
+def test_newer_file_adds_only_what_is_new(full: Path, tmp_path: Path) -> None:
+    """An older window, then the newer one: the same store as importing the newer file alone.
+
+    The older file also holds two of the three jobs of run 29070368278: the
+    third (the one without a PR number) comes later and must still join PR 814.
+    """
+    raw = records()
+    early = [r for r in raw if r["ts"] < "2026-07-01" or (r["run_id"] == 29070368278 and "navi" not in r["runner"])]
+    db = tmp_path / "store.duckdb"
+    first = import_file(write(tmp_path / "older.json", early), db)
+    second = import_file(DATA, db)
+    assert first.new == len(early) and second.new == len(raw) - len(early)
+    mine, reference = dump(db, "EXCLUDE (source_file)"), dump(full, "EXCLUDE (source_file)")  # names the file
+    for table in ("results", "commits", "imported_commits", "machines", "environments", "benchmarks"):
+        assert mine[table] == reference[table], table
+
+
+def test_main_only_and_pr_filters(full: Path) -> None:
+    rows = queries.history(full, subject="flydsl")
+    main, prs = queries.in_context(rows, "main"), queries.in_context(rows, "pr")
+    assert len(main) + len(prs) == len(rows) and main["pr"].isna().all() and prs["pr"].notna().all()
+    assert set(main["env_name"]) == {"flydsl-ci"} and all(e.startswith("flydsl-ci-pr") for e in prs["env_name"])
+    # run 29070368278 carries PR 814 on two runners and none on the third: the run is PR 814's on all three
+    run = rows[rows["run_id"] == "29070368278"]
+    assert set(run["pr"]) == {814} and set(run["run_context"]) == {"pr"}
+    with pytest.raises(FlybenchError, match="unknown run context"):
+        queries.in_context(rows, "nightly")
+
+
+def test_bad_files_are_refused_whole(full: Path, tmp_path: Path) -> None:
+    before = dump(full)
+    truncated = tmp_path / "truncated.json.gz"
+    truncated.write_bytes(DATA.read_bytes()[:5000])
+    with pytest.raises(FlybenchError, match=r"truncated\.json\.gz: corrupt or truncated gzip"):
+        import_file(truncated, full)
+    text = tmp_path / "history.json"
+    text.write_text('{"schema": 1, "records": [')
+    with pytest.raises(FlybenchError, match=r"history\.json: not valid JSON .* line 1"):
+        import_file(text, full)
+    with pytest.raises(FlybenchError, match=r"schema 2; this importer reads FlyDSL CI history schema 1"):
+        import_file(write(tmp_path / "v2.json", [], schema=2), full)
+    (tmp_path / "list.json").write_text("[]")
+    with pytest.raises(FlybenchError, match="expected an object with a 'records' list"):
+        import_file(tmp_path / "list.json", full)
+    assert dump(full) == before
+
+
+def test_bad_records_are_named_and_the_good_ones_imported(tmp_path: Path) -> None:
+    good = records()[:40]
+    bad = [dict(good[0]) for _ in range(4)]
+    del bad[0]["commit"]
+    bad[1]["metric"] = "GB/s"
+    bad[2].update(status="ok", value=None)
+    bad[3]["ts"] = "yesterday"
+    path = write(tmp_path / "mixed.json", good[:10] + bad + good[10:])
+    db = tmp_path / "store.duckdb"
+    report = import_file(path, db)
+    assert [(e.index, e.message) for e in report.rejected] == [
+        (10, "missing field 'commit'"), (11, "unknown metric 'GB/s'; known: TFLOPS, TB/s, speedup"),
+        (12, "status 'ok' needs a finite number in 'value', got None"), (13, "field 'ts' is not an ISO 8601 time: "
+                                                                            "'yesterday'")]
+    assert not report.ok and report.new == 40 and "mixed.json: record 11: unknown metric" in report.summary()
+    assert scalar(db, "SELECT count(*) FROM imported_records") == 40
+    assert cli(["import", "flydsl-ci", str(path), "--db", str(db)]) == 1  # rejected records: exit 1
+    assert cli(["import", "flydsl-ci", str(write(tmp_path / "ok.json", good)), "--db", str(db)]) == 0
+    (tmp_path / "broken.json").write_text("{")
+    assert cli(["import", "flydsl-ci", str(tmp_path / "broken.json"), "--db", str(db)]) == 2
+
+
+def test_a_clone_orders_commits_and_tells_main_from_branches(tmp_path: Path) -> None:
+    """Main's history decides order and membership, whatever the CI jobs' completion times say."""
+    repo = tmp_path / "FlyDSL"
+    hashes = _repo(repo)  # main: m1 -> m2 (squash of #7, committed with an older date); branch: b1 off m1
+    base = records()[0]
+    jobs = [("m2", "2026-07-01T01:00:00Z"), ("m1", "2026-07-01T02:00:00Z"), ("b1", "2026-07-01T00:30:00Z")]
+    items = [{**base, "commit": hashes[name], "ts": ts, "run_id": i, "pr": None} for i, (name, ts) in enumerate(jobs)]
+    path = write(tmp_path / "h.json", items)
+    db = tmp_path / "store.duckdb"
+    import_file(path, db)
+    assert _order(db, hashes) == ["b1", "m2", "m1"]  # by CI time, and pr: null counts as main
+    assert set(queries.history(db)["run_context"]) == {"main"}
+    report = import_file(path, db, flydsl_repo=repo)
+    assert report.new == 0 and report.commits == 3 and "main's history" in report.ordered_by
+    assert _order(db, hashes) == ["m1", "m2", "b1"]  # m2's older committer date yields to main's order
+    contexts = dict(queries.history(db)[["commit_hash", "run_context"]].values)
+    assert (contexts[hashes["m1"]], contexts[hashes["m2"]], contexts[hashes["b1"]]) == ("main", "main", "branch")
+    merged = queries.imported_commits(db).set_index("hash").loc[hashes["m2"]]
+    assert (merged["merged_pr"], merged["ordered_by"], bool(merged["on_main"])) == (7, "git-main", True)
+    before = dump(db)
+    import_file(path, db, flydsl_repo=repo)
+    assert dump(db) == before
+
+
+def _repo(root: Path) -> dict[str, str]:
+    def git(*args: str, date: str = "2026-06-30T00:00:00+00:00") -> str:
+        env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "t",
+               "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+        return subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    root.mkdir()
+    git("init", "-q", "-b", "main")
+    git("commit", "-q", "--allow-empty", "-m", "m1", date="2026-06-29T00:00:00+00:00")
+    m1 = git("rev-parse", "HEAD")
+    git("checkout", "-q", "-b", "topic")
+    git("commit", "-q", "--allow-empty", "-m", "b1", date="2026-06-29T12:00:00+00:00")
+    b1 = git("rev-parse", "HEAD")
+    git("checkout", "-q", "main")
+    git("commit", "-q", "--allow-empty", "-m", "Squashed topic (#7)", date="2026-06-28T00:00:00+00:00")
+    return {"m1": m1, "b1": b1, "m2": git("rev-parse", "HEAD")}
+
+
+def _order(db: Path, hashes: dict[str, str]) -> list[str]:
+    names = {h: n for n, h in hashes.items()}
+    return [names[h] for h in queries.commits(db, subject="flydsl")["hash"]]
+
+
+def test_rounded_single_values_need_more_than_one_printed_digit_to_step() -> None:
+    assert (resolution([0.3, 0.4, 1.1]), resolution([1550.34, 1547.09]), resolution([1.23456789012])) == (0.1, 0.01, 0)
+    flips = [Point(str(i), v) for i, v in enumerate([0.4] * 8 + [0.3, 0.4, 0.3] + [0.3] * 8)]
+    assert detect(flips, TFLOPS) == []  # 0.4 -> 0.3 is -25%, but one unit of the last printed digit
+    drop = [Point(str(i), v) for i, v in enumerate([0.9] * 10 + [0.3] * 9)]
+    (step,) = detect(drop, TFLOPS)  # six units is a step
+    assert (step.last_good, step.first_bad) == ("9", "10") and step.confidence > 0.99
+
+
+def test_run_to_run_jumps_count_as_noise_for_single_values() -> None:
+    """Five real nights of FlyDSL's gfx942 gemm 256x2112x7168 fp8 on main: +7.5% in, -8.8% out, one value each.
+
+    Around asv's Potts fit the residuals are ~0 (each jump becomes a level of
+    its own), so only the run-to-run spread says these jumps are the series'
+    normal behaviour rather than a -7% regression on the last night.
+    """
+    nights = [Point(str(i), v) for i, v in enumerate([281.54, 302.88, 305.24, 299.22, 277.96])]
+    limits = RegressConfig(relative=0.03).thresholds("gemm.FlydslCI.track_tflops", "", "TFLOPS")
+    assert detect(nights, limits) == []
+    rng = random.Random(3)
+    quiet = [Point(str(i), round(100 * (1 + 0.005 * rng.gauss(0, 1)) * (0.9 if i >= 12 else 1), 2))
+             for i in range(24)]
+    (step,) = detect(quiet, RegressConfig(relative=0.05).thresholds("x", "", "TFLOPS"))
+    assert (step.last_good, step.first_bad) == ("11", "12") and step.confidence > 0.99
