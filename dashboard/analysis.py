@@ -1,0 +1,181 @@
+"""The regression engine's verdicts as tables: steps in drawn series, open regressions, comparisons.
+
+Nothing here judges on its own: steps come from `flybench.regress.history.detect`,
+open regressions from `find_regressions`, verdicts from `flybench.regress.compare`,
+with the thresholds of `flybench.toml`, so the dashboard always agrees with
+`flybench regressions` and `flybench compare`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from dashboard.frames import cell_text, fmt, params_text
+from flybench.regress import CaseResult, Comparison, Regression, load_config
+from flybench.regress.compare import _judge  # the per-case verdict `flybench compare` gives
+from flybench.regress.history import (
+    Point,
+    _weight,  # asv publish's point weight, as find_regressions uses it
+    detect,
+)
+from flybench.regress.report import (
+    _case_cells,  # the evidence column of `flybench compare`
+    resource_text,
+)
+from flybench.store import queries
+
+MACHINE_FIELDS = frozenset({"device", "arch", "clocks", "roofline_basis"})
+"""Contract fields that differ between two machines by nature; the rest must still match."""
+CASE_COLUMNS = ["verdict", "benchmark", "parameters", "workload", "case", "provider", "dtype", "unit", "base", "head",
+                "change", "base_text", "head_text", "test", "p_value", "evidence"]
+STEP_COLUMNS = ["machine", "env_name", "params", "last_good", "first_bad", "first_bad_date", "before", "after",
+                "relative", "confidence", "noise", "unit", "worse"]
+
+
+def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
+                  subject: str | None = None, series: list[tuple[str, str, str]] | None = None) -> pd.DataFrame:
+    """The steps `detect` finds in the series of one benchmark (worse steps; every change if deterministic).
+
+    `series`: only these (machine, env_name, params) keys; step detection is
+    the costly part (about 0.1-0.3 s per 1,000-commit series), so a page asks
+    only for the series it draws.
+    """
+    rows = queries.benchmark_history(db_path, benchmark, machines, subject)
+    cfg = load_config()
+    wanted = set(series) if series is not None else None
+    found: list[dict[str, Any]] = []
+    for (machine, env, params), one in rows.groupby(["machine", "env_name", "params"], sort=False):
+        if wanted is not None and (machine, env, params) not in wanted:
+            continue
+        unit = one["unit"].iloc[0]
+        points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r))
+                  for r in queries.records(one)]
+        dates = dict(zip(one["commit_hash"], one["commit_date"]))
+        for step in detect(points, cfg.thresholds(benchmark, params_text(params), unit)):
+            found.append({"machine": machine, "env_name": env, "params": params, "last_good": step.last_good,
+                          "first_bad": step.first_bad, "first_bad_date": dates.get(step.first_bad),
+                          "before": step.before, "after": step.after, "relative": step.relative,
+                          "confidence": step.confidence, "noise": step.noise, "unit": unit, "worse": step.worse})
+    return pd.DataFrame(found, columns=STEP_COLUMNS)
+
+
+def resource_changes(rows: pd.DataFrame) -> pd.DataFrame:
+    """Every change of a deterministic metric between consecutive measured commits, per series, exactly.
+
+    `rows` as `queries.resource_history` gives them (with `kernel_name`):
+    each series goes through `detect`, which reports every change of a
+    deterministic unit, as `flybench regressions` does.
+    """
+    cfg = load_config()
+    found = []
+    for (subject, machine, kernel, arch, metric), series in rows.groupby(
+            ["subject", "machine", "kernel_name", "arch", "metric"], sort=False, dropna=False):
+        unit = series["unit"].iloc[0]
+        points = [Point(c, v if s == "ok" else None) for c, v, s in
+                  zip(series["commit_hash"], series["value"], series["status"])]
+        thresholds = replace(cfg.thresholds(kernel, f"{arch}, {metric}", unit), deterministic=True)
+        found += [Regression(subject, machine, "", kernel, {"arch": arch, "metric": metric}, unit, step, "change")
+                  for step in detect(points, thresholds)]
+    return regression_rows(found)
+
+
+def regression_rows(found: list[Regression]) -> pd.DataFrame:
+    """`find_regressions`' answer as rows: one per open regression (or deterministic change).
+
+    With the columns `charts.change_bars` draws: label, verdict, base_text, head_text, evidence.
+    """
+    rows = pd.DataFrame([{
+        "subject": r.subject, "machine": r.machine, "workload": r.benchmark.split(".")[0] if r.env_name else None,  # compile metrics: a kernel, no workload
+        "benchmark": r.benchmark,
+        "parameters": ", ".join(map(str, r.params.values())), "kind": r.kind,
+        "commits": f"{r.step.last_good[:8]}..{r.step.first_bad[:8]}", "last_good": r.step.last_good,
+        "first_bad": r.step.first_bad, "before": r.step.before, "after": r.step.after,
+        "change": r.step.relative, "absolute": r.step.absolute, "confidence": r.step.confidence,
+        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse,
+    } for r in found], columns=["subject", "machine", "workload", "benchmark", "parameters", "kind", "commits",
+                                "last_good", "first_bad", "before", "after", "change", "absolute", "confidence",
+                                "noise", "unit", "worse"])
+    rows["label"] = rows["benchmark"] + " · " + rows["parameters"] + " @ " + rows["machine"]
+    rows["verdict"] = rows["worse"].map({True: "regression", False: "improvement"})
+    _add_texts(rows, "before", "after")
+    rows["evidence"] = ["exact (deterministic metric)" if k == "change" else f"confidence {c:.0%}, noise {fmt(n, u)}"
+                        for k, c, n, u in zip(rows["kind"], rows["confidence"], rows["noise"], rows["unit"])]
+    return rows
+
+
+def case_rows(cases: list[CaseResult]) -> pd.DataFrame:
+    """Verdicts as rows, with the evidence as `flybench compare` states it.
+
+    A side that failed (or was not measured) keeps no value and no change:
+    its text says "failed" or "n/a", never a speed.
+    """
+    records = []
+    for c in cases:
+        base_status, head_status = _statuses(c)
+        base = c.base if base_status == "ok" else None
+        head = c.head if head_status == "ok" else None
+        records.append({
+            "verdict": c.verdict, "benchmark": c.benchmark, "parameters": ", ".join(map(str, c.params.values())),
+            "workload": c.benchmark.split(".")[0], "case": c.params.get("case"),
+            "provider": c.params.get("provider"), "dtype": c.params.get("dtype"), "unit": c.unit,
+            "base": base, "head": head, "change": c.relative if base is not None and head is not None else None,
+            "base_text": cell_text(base_status, base, c.unit), "head_text": cell_text(head_status, head, c.unit),
+            "test": c.test, "p_value": c.p_value, "evidence": _case_cells(c)[5]})
+    rows = pd.DataFrame(records, columns=CASE_COLUMNS)
+    rows["label"] = rows["benchmark"] + " · " + rows["parameters"]
+    return rows
+
+
+def _statuses(case: CaseResult) -> tuple[str, str]:
+    """Each side's status, as far as the verdict tells it ('broken': head failed; 'fixed': base failed)."""
+    if case.verdict == "broken":
+        return "ok", "failed"
+    if case.verdict == "fixed":
+        return "failed", "ok"
+    stated = re.match(r"base (\w+), head (\w+)", case.detail or "")  # compare's "base ok, head unavailable"
+    return (stated.group(1), stated.group(2)) if stated else ("ok", "ok")
+
+
+def resource_rows(comparison: Comparison) -> pd.DataFrame:
+    """Deterministic metrics that changed between base and head, in the report's words."""
+    return pd.DataFrame([{"change": resource_text(r), "worse": r.worse, "metric": r.metric, "base": r.base,
+                          "head": r.head} for r in comparison.resources],
+                        columns=["change", "worse", "metric", "base", "head"])
+
+
+def machine_comparison(base_rows: pd.DataFrame, head_rows: pd.DataFrame) -> list[CaseResult]:
+    """Each (benchmark, parameters) measured on both machines, judged as `flybench compare` judges commits.
+
+    The measurement contracts must still match apart from MACHINE_FIELDS
+    (device, arch, clocks, roofline basis), which two machines never share.
+    """
+    cfg = load_config()
+    cfg = replace(cfg, contract_ignore=cfg.contract_ignore | MACHINE_FIELDS)
+    sides = [_by_case(base_rows), _by_case(head_rows)]
+    cases = []
+    for benchmark, params_json in sorted(sides[0].keys() | sides[1].keys()):
+        b, h = (side.get((benchmark, params_json)) for side in sides)
+        params = json.loads(params_json)
+        unit = (b or h)["unit"]
+        thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
+        cases.append(_judge(benchmark, params, (b or h)["env_name"], unit, b, h, thresholds, cfg))
+    return cases
+
+
+def _by_case(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
+    """The newest row per (benchmark, parameters), whatever environment measured it."""
+    newest = rows.sort_values("commit_date", na_position="first", kind="stable")
+    return {(r["benchmark"], r["params"]): r for r in queries.records(newest)}
+
+
+
+def _add_texts(rows: pd.DataFrame, base: str, head: str) -> None:
+    """`base_text` and `head_text`: the two values as the reports print them, for hovers and tables."""
+    rows["base_text"] = [fmt(v, u) for v, u in zip(rows[base], rows["unit"])]
+    rows["head_text"] = [fmt(v, u) for v, u in zip(rows[head], rows["unit"])]

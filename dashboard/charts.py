@@ -1,0 +1,149 @@
+"""Altair charts for the pages. Each takes the rows it draws and nothing else, so the page can offer exactly
+those rows for download.
+
+A failed case is drawn as a mark that says "failed" (a grey cell, a cross on a
+strip below a history), never at a height or in a colour that reads as a speed.
+Imported rows (provenance other than flybench) get their own point shape and a
+dashed line.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from dashboard.frames import FLYBENCH
+
+MISSING = "#dddddd"
+HISTORY_FIELDS = ["series", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
+                  "provenance"]
+CATEGORIES = alt.Scale(scheme="tableau10")  # distinct hues; Streamlit's default palette pairs near-identical ones
+VERDICT_COLORS = {"regression": "#d62728", "broken": "#8c1c13", "improvement": "#2ca02c", "fixed": "#98df8a",
+                  "incomparable": "#ff7f0e", "skipped": "#bbbbbb", "unchanged": "#1f77b4"}
+
+
+def _valid(field: str) -> str:
+    return f"isValid(datum['{field}']) && isFinite(datum['{field}'])"
+
+
+def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: alt.Scale,
+            dark: str, tooltip: list[alt.Tooltip | str], section: str = "section") -> alt.FacetChart:
+    """Cells coloured by `color` and labelled with `shown`, one panel per `section` (a machine); a cell
+    without a valid value is grey.
+
+    One faceted chart instead of one chart per machine: a page's cost grows
+    with its number of charts, not with its number of cells. `dark` is a Vega
+    expression on `datum` saying where the label must be white.
+    """
+    base = alt.Chart(frame).encode(
+        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(orient="top", labelAngle=0, labelLimit=200)),
+        y=alt.Y(f"{y}:N", title=None, axis=alt.Axis(labelLimit=420)),
+        tooltip=tooltip,
+    )
+    valid = _valid(color)  # two layers: Vega-Lite would drop (or colour) invalid values in a scaled channel
+    cells = base.mark_rect(stroke="white", strokeWidth=2).encode(color=alt.Color(
+        f"{color}:Q", scale=scale, title=title,
+        legend=alt.Legend(orient="bottom", direction="horizontal", gradientLength=240, format=".2~g")),
+    ).transform_filter(valid)
+    empty = base.mark_rect(stroke="white", strokeWidth=2, color=MISSING).transform_filter(f"!({valid})")
+    text = base.mark_text(fontSize=12).encode(
+        text="shown:N",
+        color=alt.when(f"{valid} && ({dark})").then(alt.value("white")).otherwise(alt.value("black")))
+    return (empty + cells + text).properties(height=alt.Step(30), width=alt.Step(140)).facet(
+        row=alt.Row(f"{section}:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                                  labelFontSize=15, labelFontWeight="bold")),
+    ).resolve_scale(x="independent", y="independent")
+
+
+def history(rows: pd.DataFrame, steps: pd.DataFrame, unit_label: str, log: bool = False) -> alt.LayerChart:
+    """Lines per series over commit dates with the 99% CI band; detected steps as red dashed rules.
+
+    `rows` carries y, y_lo, y_hi (already scaled to `unit_label`), series,
+    commit_date, short, message, url, why, status and provenance. A
+    failed commit is a red cross on the bottom edge (it has no value to be
+    drawn at), with the reason in its hover.
+    """
+    rows = rows[[c for c in HISTORY_FIELDS if c in rows]]  # only what is drawn travels to the browser
+    ok = rows[rows["status"] == "ok"]
+    dates = rows["commit_date"].dropna()
+    scale = alt.Scale(padding=14)  # room for the newest point, which sits on the right edge
+    if dates.nunique() == 1:  # one commit: give the lone date some room instead of a zero-width axis
+        scale = alt.Scale(domain=[(dates.min() + pd.Timedelta(days=d)).isoformat() for d in (-1, 1)])
+    x = alt.X("commit_date:T", title="commit date", scale=scale, axis=alt.Axis(labelAngle=0))
+    series = alt.Color("series:N", title=None, scale=CATEGORIES,
+                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=400, symbolOpacity=1))
+    several = ok["provenance"].nunique() > 1 or (not ok.empty and ok["provenance"].iloc[0] != FLYBENCH)
+    by_source = {"strokeDash": alt.StrokeDash("provenance:N", title="measured by")} if several else {}
+    y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
+    y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale)
+    tooltip = [alt.Tooltip("series:N"), alt.Tooltip("short:N", title="commit"),
+               alt.Tooltip("commit_date:T", title="date", format="%Y-%m-%d %H:%M"),
+               alt.Tooltip("message:N"), alt.Tooltip("y:Q", title=f"value ({unit_label})", format=".4~g"),
+               alt.Tooltip("provenance:N")]
+    base = alt.Chart(ok).encode(x=x)
+    layers: list[alt.Chart] = [  # the line first: the shared legend takes its symbols from the first layer
+        base.mark_line().encode(y=y, color=series, **by_source),
+        base.mark_area(opacity=0.15).encode(y=alt.Y("y_lo:Q", scale=y_scale), y2="y_hi:Q", color=series),
+        base.mark_point(filled=True, size=60, opacity=1, cursor="pointer").encode(
+            y=y, color=series, href="url:N", tooltip=tooltip,
+            **({"shape": alt.Shape("provenance:N", title="measured by")} if several else {})),
+    ]
+    failed = rows[rows["status"] == "failed"]
+    if not failed.empty:
+        layers.append(alt.Chart(failed).mark_point(shape="cross", size=140, filled=True, color="#d62728").encode(
+            x=x, y=alt.value({"expr": "height - 4"}), tooltip=[alt.Tooltip("series:N"), alt.Tooltip("short:N", title="commit"),
+                                            alt.Tooltip("commit_date:T", title="date"),
+                                            alt.Tooltip("why:N", title="failed because")]))
+    if not steps.empty:
+        layers.append(alt.Chart(steps).mark_rule(color="#d62728", strokeDash=[6, 3], size=2).encode(
+            x="first_bad_date:T", tooltip=[alt.Tooltip("what:N", title="detected step")]))
+    return alt.layer(*layers).properties(height=380)
+
+
+def change_bars(frame: pd.DataFrame, title: str) -> alt.Chart:
+    """Relative change per case (`label`), coloured by verdict; cases without a change are left out."""
+    shown = frame[frame["change"].notna()]
+    return alt.Chart(shown).mark_bar().encode(
+        x=alt.X("change:Q", title=title, axis=alt.Axis(format="+%")),
+        y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=420)),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=["label:N", "verdict:N", "base_text:N", "head_text:N",
+                 alt.Tooltip("change:Q", format="+.1%"), "evidence:N"],
+    ).properties(height=max(60, 24 * len(shown)))
+
+
+def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
+    """Achieved TFLOP/s against arithmetic intensity under each machine's roofs (log-log), a panel per machine.
+
+    Points and roofs travel in one table (`layer` says which) so that one
+    faceted chart serves any number of machines.
+    """
+    data = pd.concat([points.assign(layer="point"), roofs.assign(layer="roof")], ignore_index=True)
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
+    y = alt.Y("tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s")
+    base = alt.Chart(data).encode(x=x, y=y)
+    lines = base.mark_line(color="#555555", strokeDash=[5, 3]).encode(detail="roof:N", tooltip=["roof:N"]) \
+        .transform_filter("datum.layer == 'roof'")
+    names = base.mark_text(align="right", dy=-8, color="#555555").encode(text="roof:N").transform_filter(
+        "datum.layer == 'roof' && datum.end")
+    marks = base.mark_point(filled=True, size=90, opacity=1).encode(
+        color=alt.Color("provider:N", scale=CATEGORIES), shape=alt.Shape("workload:N"),
+        tooltip=["label:N", "provider:N", "machine:N", alt.Tooltip("tflops:Q", format=".4g", title="TFLOP/s"),
+                 alt.Tooltip("gbps:Q", format=".4g", title="GB/s"), alt.Tooltip("intensity:Q", format=".4g"),
+                 alt.Tooltip("roofline_fraction:Q", format=".1%", title="of roofline"), "provenance:N"],
+    ).transform_filter("datum.layer == 'point'")
+    return (lines + names + marks).properties(height=420, width=640).facet(
+        row=alt.Row("machine:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                               labelFontSize=15, labelFontWeight="bold")))
+
+
+def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
+    """One small chart per metric: each kernel and architecture as a step line across commits."""
+    return alt.Chart(frame).mark_line(point=True, interpolate="step-after").encode(
+        x=alt.X("commit_date:T", title="commit date"),
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
+        color=alt.Color("series:N", title=None, scale=CATEGORIES, legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=["series:N", "metric_label:N", alt.Tooltip("value:Q", format=",.0f"), "unit:N",
+                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date")],
+    ).properties(height=150, width=700).facet(row=alt.Row("metric_label:N", title=None)).resolve_scale(y="independent")

@@ -1,0 +1,85 @@
+"""Where the dashboard gets its rows: the store's shared queries, cached per version of the database file.
+
+DuckDB allows one writer or several readers, never both, so every query here
+goes through `flybench.store.queries`, which opens the file read-only for
+that one query and closes it again: an open dashboard never holds the lock
+`flybench ingest` needs. Answers are cached with `st.cache_data` keyed on the
+modification times of the file and its write-ahead log, so a page re-renders
+from memory until an ingest changes the database, and then reads it afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from dashboard import ui
+from dashboard.analysis import history_steps
+from flybench.errors import FlybenchError
+from flybench.regress import compare, find_regressions
+from flybench.store import DEFAULT_DB, queries
+
+DB_ENV = "FLYBENCH_DB"
+"""`flybench dashboard --db` passes the database to the app through this variable."""
+
+LOADERS: dict[str, Callable[..., Any]] = {
+    "counts": queries.table_counts,
+    "facets": queries.result_facets,
+    "latest_cases": queries.latest_cases,
+    "latest_results": queries.latest_results,
+    "benchmark_history": queries.benchmark_history,
+    "commits": queries.commits,
+    "commit_titles": queries.commit_titles,
+    "resources": queries.resource_history,
+    "history_steps": history_steps,
+    "regressions": find_regressions,
+    "compare": compare,
+}
+"""Everything a page may ask for, by name, so one cached function serves them all."""
+
+
+def db_path() -> Path:
+    """`--db PATH` after `--` on the streamlit command line, else $FLYBENCH_DB, else results/flybench.duckdb."""
+    argv = sys.argv
+    if "--db" in argv[:-1]:
+        return Path(argv[argv.index("--db") + 1])
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def stamp(path: Path) -> tuple[int, int]:
+    """The database's version as far as caching cares: mtimes of the file and of its WAL (0 if absent)."""
+    return tuple(p.stat().st_mtime_ns if p.exists() else 0  # type: ignore[return-value]
+                 for p in (path, path.with_name(path.name + ".wal")))
+
+
+def load(name: str, **kwargs: Any) -> Any:
+    """The answer of LOADERS[name] on the current database; stops the page with advice if it cannot be read."""
+    path = db_path()
+    try:
+        return _cached(name, str(path), stamp(path), **kwargs)
+    except FlybenchError as exc:
+        ui.cannot_read(path, str(exc))
+        st.stop()
+
+
+@st.cache_data(max_entries=256, show_spinner="Reading the database...")
+def _cached(name: str, path: str, version: tuple[int, int], **kwargs: Any) -> Any:
+    """`version` is only part of the cache key: a new ingest makes a new key."""
+    return LOADERS[name](path, **kwargs)
+
+
+def require_data(resources: bool = False) -> dict[str, int]:
+    """Row counts, or the page stops and says how to fill the database (a missing file, an empty one).
+
+    `resources`: the page can also live on compile metrics alone.
+    """
+    counts = load("counts")
+    if not counts["results"] and not (resources and counts["compile_metrics"]):
+        ui.fill_instructions(db_path(), "The database holds no results yet.")
+        st.stop()
+    return counts

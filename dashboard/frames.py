@@ -1,0 +1,224 @@
+"""Pure pandas: the tables the pages draw, computed from the store's rows, with no Streamlit in sight.
+
+Kept apart from the pages so the arithmetic (speedups, ceilings, labels) can
+be tested without running an app, and so that a failed case can never slip
+into a chart as a number: every function here carries `status` through and
+turns anything but `ok` into a label, not a value.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from flybench.hardware import PEAKS
+from flybench.regress.report import value_text
+
+FLYBENCH = "flybench"
+"""The provenance of rows flybench measured itself; imported rows carry their `source` instead."""
+SUBJECT_PROVIDER = "flydsl"
+"""The provider whose standing the Overview is about, when it has results."""
+CASE_KEY = ["subject", "machine", "arch", "workload", "shape_set", "case", "dtype"]
+FAILED_REASON = "the benchmark raised; asv recorded no value"
+SIDE_METRICS = ("tflops", "gbps", "roofline_fraction")
+
+
+def provenance(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy with `provenance`: 'flybench' for our own rows, else the importer's `source` (e.g. 'flydsl-ci')."""
+    out = frame.copy()
+    source = out["source"] if "source" in out else pd.Series(None, index=out.index, dtype=object)
+    out["provenance"] = source.fillna(FLYBENCH).replace("", FLYBENCH).astype(str)
+    return out
+
+
+def imported(frame: pd.DataFrame) -> pd.Series:
+    """Rows some other system measured (a `source` other than flybench)."""
+    return frame["provenance"] != FLYBENCH
+
+
+def mark(text: str, provenance_value: str) -> str:
+    """`text`, with a dagger when the row was imported rather than measured by flybench."""
+    return text if provenance_value == FLYBENCH else f"{text} †"
+
+
+def fmt(value: Any, unit: str | None) -> str:
+    """A value as the reports print it (1.49ms, 65.0μs, 397.5 TFLOP/s), or a dash where there is none."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return value_text(float(value), unit)
+
+
+def cell_text(status: str, value: Any, unit: str | None) -> str:
+    """What a cell says: the value only when the status is ok; 'failed' or 'n/a' otherwise."""
+    if status == "failed":
+        return "failed"
+    return fmt(value, unit) if status == "ok" else "n/a"
+
+
+def reason_text(status: str, reason: Any) -> str:
+    """Why a case has no value, for the hover; empty when it has one."""
+    if status == "ok":
+        return ""
+    if isinstance(reason, str) and reason:
+        return reason
+    return FAILED_REASON if status == "failed" else "not measured here (the provider cannot run on this machine)"
+
+
+def case_label(frame: pd.DataFrame) -> pd.Series:
+    """'workload · case · dtype'; the shape set is named too when the frame mixes several."""
+    prefix = frame["workload"].astype(str)
+    if frame["shape_set"].nunique() > 1:
+        prefix = prefix + "." + frame["shape_set"].astype(str).str.lower()
+    return prefix + " · " + frame["case"].astype(str) + " · " + frame["dtype"].astype(str)
+
+
+def params_dict(params: Any) -> dict[str, Any]:
+    """The stored parameters (a JSON object, or NULL for compile metrics) as a dict."""
+    return json.loads(params) if isinstance(params, str) else (params if isinstance(params, dict) else {})
+
+
+def params_text(params: Any) -> str:
+    """asv's parameters as one readable string: 'c1, flydsl, bf16'."""
+    return ", ".join(str(v) for v in params_dict(params).values())
+
+
+def without_failed_values(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy where rows whose status is not ok carry no value: a failed case's time is not a speed."""
+    out = frame.copy()
+    columns = [c for c in ("value", "ci_99_a", "ci_99_b", "q_25", "q_75", *SIDE_METRICS) if c in out]
+    out.loc[out["status"] != "ok", columns] = np.nan
+    return out
+
+
+def newest_per_case(latest: pd.DataFrame) -> pd.DataFrame:
+    """One row per case and provider (the newest, if several environments measured it), with provenance.
+
+    `shown` is the cell text and `why` the hover's reason; values of cases that are not ok are blanked.
+    """
+    rows = provenance(without_failed_values(latest)).sort_values("commit_date", na_position="first", kind="stable")
+    rows = rows.drop_duplicates(CASE_KEY + ["provider"], keep="last").reset_index(drop=True)
+    rows["label"] = case_label(rows) if len(rows) else pd.Series(dtype=str)
+    rows["shown"] = [mark(cell_text(s, v, u), p) for s, v, u, p in
+                     zip(rows["status"], rows["value"], rows["unit"], rows["provenance"])]
+    rows["why"] = [reason_text(s, r) for s, r in zip(rows["status"], rows["reason"])]
+    return rows
+
+
+def speedup_pairs(latest: pd.DataFrame) -> pd.DataFrame:
+    """Every ordered pair of providers measured on the same case: `speedup` = t_baseline / t_provider.
+
+    Above 1 the provider is faster than the baseline. When either side failed
+    its correctness check (or crashed) the pair has no speedup, only a label
+    naming who failed and a reason for the hover. Unavailable cases are left out.
+    """
+    rows = newest_per_case(latest[latest["status"].isin(["ok", "failed"])])
+    key = CASE_KEY + ["label"] + (["section"] if "section" in rows else [])
+    cols = key + ["provider", "value", "status", "why", "roofline_fraction", "commit_hash", "provenance"]
+    pairs = rows[cols].merge(rows[cols], on=key, suffixes=("", "_base"))
+    pairs = pairs[pairs["provider"] != pairs["provider_base"]].rename(columns={"provider_base": "baseline"})
+    ok = (pairs["status"] == "ok") & (pairs["status_base"] == "ok") & (pairs["value"] > 0)
+    pairs["speedup"] = np.where(ok, pairs["value_base"] / pairs["value"].where(ok, 1.0), np.nan)
+    pairs["shown"] = [_pair_label(r) for r in pairs.itertuples()]
+    pairs["why"] = [" / ".join(w for w in (r.why, r.why_base) if w) for r in pairs.itertuples()]
+    return pairs.reset_index(drop=True)
+
+
+def _pair_label(r: Any) -> str:
+    if r.status != "ok" or r.status_base != "ok":
+        failed = [p for p, s in ((r.provider, r.status), (r.baseline, r.status_base)) if s != "ok"]
+        text = " and ".join(failed) + " failed"
+    else:
+        text = f"{r.speedup:.2f}×"
+    return text if r.provenance == r.provenance_base == FLYBENCH else f"{text} †"
+
+
+def roofline_basis(frame: pd.DataFrame) -> list[str]:
+    """Which ceilings the roofline fractions were computed against ('measured:<file>', 'vendor'), as recorded."""
+    bases = set()
+    for contract in frame.get("contract", pd.Series(dtype=object)).dropna():
+        basis = json.loads(contract).get("roofline_basis") if isinstance(contract, str) else None
+        if basis:
+            bases.add(basis)
+    return sorted(bases)
+
+
+def ceilings(latest: pd.DataFrame, machine: str) -> pd.DataFrame:
+    """The machine's roofs: its gemm workload's best TFLOP/s per dtype and best copy GB/s, else vendor peaks.
+
+    Columns: ceiling, dtype, tflops, gbps, basis. Vendor figures appear only
+    where nothing was measured, and say so.
+    """
+    rows = latest[(latest["machine"] == machine) & (latest["workload"] == "gemm") & (latest["status"] == "ok")]
+    copy = rows["case"].astype(str).str.startswith("copy")
+    found: list[dict[str, Any]] = []
+    for dtype, group in rows[~copy & rows["tflops"].notna()].groupby("dtype"):
+        best = group.loc[group["tflops"].idxmax()]
+        found.append({"ceiling": f"{dtype} matrix", "dtype": dtype, "tflops": best["tflops"], "gbps": np.nan,
+                      "basis": f"measured: gemm {best['case']} ({best['provider']})"})
+    if rows.loc[copy, "gbps"].notna().any():
+        best = rows[copy].loc[rows.loc[copy, "gbps"].idxmax()]
+        found.append({"ceiling": "memory copy", "dtype": "", "tflops": np.nan, "gbps": best["gbps"],
+                      "basis": f"measured: gemm {best['case']} ({best['provider']})"})
+    peak = PEAKS.get(machine.rsplit("-", 1)[-1].lower())
+    if peak is not None:
+        measured = {f["ceiling"] for f in found}
+        for name, dtype, tflops, gbps in (("bf16 matrix", "bf16", peak.bf16_tflops, np.nan),
+                                          ("fp8 matrix", "fp8", peak.fp8_tflops, np.nan),
+                                          ("memory copy", "", np.nan, peak.hbm_tbs * 1000)):
+            if name not in measured:
+                found.append({"ceiling": name, "dtype": dtype, "tflops": tflops, "gbps": gbps,
+                              "basis": "vendor figure (not measured here)"})
+    return pd.DataFrame(found, columns=["ceiling", "dtype", "tflops", "gbps", "basis"])
+
+
+def intensity_points(latest: pd.DataFrame) -> pd.DataFrame:
+    """Cases with both TFLOP/s and GB/s measured: arithmetic intensity = FLOPs per byte moved."""
+    rows = newest_per_case(latest[latest["status"] == "ok"])
+    rows = rows[(rows["tflops"] > 0) & (rows["gbps"] > 0)].copy()
+    rows["intensity"] = 1000 * rows["tflops"] / rows["gbps"]
+    return rows.reset_index(drop=True)
+
+
+def roof_lines(roofs: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
+    """Attainable TFLOP/s = min(peak, bandwidth x intensity) per compute roof, sampled at its corners.
+
+    `end` marks each roof's last point, where its name is written.
+    """
+    bandwidth = roofs["gbps"].dropna()
+    if bandwidth.empty:
+        return pd.DataFrame(columns=["roof", "intensity", "tflops", "end"])
+    gbps = float(bandwidth.max())
+    lines = []
+    for roof in roofs.dropna(subset=["tflops"]).itertuples():
+        ridge = 1000 * roof.tflops / gbps
+        xs = sorted({low, ridge, high, min(low, ridge / 10), max(high, ridge * 10)})
+        lines += [{"roof": roof.ceiling, "intensity": x, "tflops": min(roof.tflops, gbps * x / 1000),
+                   "end": x == xs[-1]} for x in xs]
+    return pd.DataFrame(lines)
+
+
+def series_labels(rows: pd.DataFrame) -> pd.Series:
+    """'provider · case · dtype @ machine', naming only the parts that vary (provider and machine always)."""
+    parts = [p for p in ("case", "dtype", "env_name") if p in rows and rows[p].nunique() > 1]
+    label = rows["provider"].fillna("-").astype(str)
+    for part in parts:
+        label = label + " · " + rows[part].astype(str)
+    return label + " @ " + rows["machine"].astype(str)
+
+
+def display_scale(unit: str | None, values: pd.Series) -> tuple[float, str]:
+    """(factor, axis title) that puts times into s, ms or μs by their median; other units stay as they are."""
+    if unit != "seconds" or values.dropna().empty:
+        return 1.0, unit or ""
+    median = float(values.dropna().abs().median())
+    return next(((f, name) for f, name in ((1.0, "s"), (1e3, "ms"), (1e6, "μs")) if median * f >= 1), (1e9, "ns"))
+
+
+def step_text(step: Any) -> str:
+    """'abc12345 → def67890: 1.00ms → 1.50ms (+50.0%), confidence 100%', for a hover or a table."""
+    return (f"{step.last_good[:8]} → {step.first_bad[:8]}: {fmt(step.before, step.unit)} → "
+            f"{fmt(step.after, step.unit)} ({step.relative:+.1%}), confidence {step.confidence:.0%}")

@@ -1,0 +1,101 @@
+"""Page furniture every view shares: tables with their download, charts with theirs, and the empty states.
+
+Every chart comes with the rows behind it (sortable, downloadable as CSV),
+so a number on the screen can always be traced to the row that produced it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard.frames import FLYBENCH, imported
+
+_ALTAIR_GLOBALS = threading.Lock()
+VALIDATE_ENV = "FLYBENCH_VALIDATE_CHARTS"
+FILL_COMMANDS = """\
+flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
+flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)"""
+
+
+def cannot_read(path: Path, problem: str) -> None:
+    """A database that is missing, locked by a writer or of an older schema: say what to do about it."""
+    if "locked" in problem:
+        st.warning(f"**The database is busy.** {problem}\n\nReload this page when the ingest has finished.")
+    else:
+        fill_instructions(path, problem)
+
+
+def fill_instructions(path: Path, problem: str) -> None:
+    """What a fresh checkout shows: how to measure and ingest, instead of an error."""
+    st.info(f"**Nothing to show yet.** {problem}")
+    st.markdown("Measure on this machine and load the results into the database the dashboard reads:")
+    st.code(FILL_COMMANDS.format(db=path), language="bash")
+    st.caption("Then reload this page. The database is always rebuildable from asv's results files.")
+
+
+def download(frame: pd.DataFrame, name: str) -> None:
+    """A CSV of exactly these rows; built only when clicked, so large frames cost nothing per rerun."""
+    st.download_button(f"Download these {len(frame)} rows (CSV)", lambda: frame.to_csv(index=False),
+                       file_name=f"flybench-{name}.csv", mime="text/csv", key=f"download-{name}",
+                       on_click="ignore", icon=":material/download:")
+
+
+def table(frame: pd.DataFrame, name: str, columns: list[str] | None = None,
+          column_config: dict[str, Any] | None = None) -> None:
+    """A sortable table (of `columns`, if given) and a download of all its rows' columns."""
+    shown = frame[[c for c in columns if c in frame]] if columns else frame
+    st.dataframe(shown, hide_index=True, column_config=column_config, key=f"table-{name}")
+    download(frame, name)
+
+
+def chart(figure: alt.TopLevelMixin, frame: pd.DataFrame, name: str, columns: list[str] | None = None,
+          stretch: bool = True) -> None:
+    """The chart (as wide as the page unless `stretch` is off), then the rows it was drawn from, folded away."""
+    st.vega_lite_chart(spec=vega_spec(figure), width="stretch" if stretch else "content", key=f"chart-{name}")
+    with st.expander("Rows behind this chart"):
+        table(frame, name, columns)
+
+
+def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
+    """The chart as a Vega-Lite spec, its data frames kept as named datasets (Streamlit sends them as Arrow).
+
+    What `st.altair_chart` does, minus Altair's JSON-schema validation, which
+    costs a few hundred milliseconds per chart on every rerun and so decided
+    whether a page met its 1 s budget. The tests validate every chart instead
+    ($FLYBENCH_VALIDATE_CHARTS=1).
+    """
+    datasets: dict[str, Any] = {}
+
+    def named(data: Any) -> dict[str, str]:
+        key = f"data-{id(data)}"
+        datasets[key] = data
+        return {"name": key}
+
+    with _ALTAIR_GLOBALS:  # data transformers and themes are process-wide; sessions run in threads
+        alt.data_transformers.register("flybench-named", named)
+        theme = alt.theme.enable("none") if alt.theme.active == "default" else contextlib.nullcontext()
+        with alt.data_transformers.enable("flybench-named"), theme:
+            spec = figure.to_dict(validate=os.environ.get(VALIDATE_ENV) == "1")
+    spec["datasets"] = {**spec.get("datasets", {}), **datasets}
+    return spec
+
+
+def provenance_note(frame: pd.DataFrame) -> None:
+    """Rows imported from another system (FlyDSL's CI) carry a mark and this sentence, never pass as ours."""
+    if "provenance" in frame and imported(frame).any():
+        sources = ", ".join(sorted(set(frame.loc[imported(frame), "provenance"])))
+        st.caption(f"† Imported from {sources}: measured by that system with its own method, not by flybench. "
+                   f"Rows measured by {FLYBENCH} carry no mark.")
+
+
+def no_rows(what: str) -> None:
+    """An empty selection is a normal state, not an error: say what would fill it."""
+    st.info(f"No {what} for this selection. Widen the filters in the sidebar.")

@@ -1,0 +1,62 @@
+"""`flybench dashboard`: start the Streamlit app over the DuckDB store (read-only) and keep it running.
+
+The app lives in the repository's `dashboard/` directory, beside this package
+(a source checkout, or an editable install of one). The database path and the
+asv config (for commit messages and links) reach the app as environment
+variables; anything after `--` goes to `streamlit run` unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+from flybench.errors import FlybenchError
+from flybench.store import DEFAULT_DB
+
+APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+DB_ENV, CONFIG_ENV = "FLYBENCH_DB", "FLYBENCH_ASV_CONFIG"  # read by dashboard/data.py and dashboard/commits.py
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "dashboard", help="open the Streamlit dashboard over the results database",
+        description="Start `streamlit run dashboard/app.py` on the results database, read-only, so "
+                    "`flybench ingest` can keep updating it. Arguments after `--` go to streamlit.")
+    parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
+    parser.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
+    parser.add_argument("--address", default="localhost", help="address to listen on (default: localhost)")
+    parser.add_argument("--config", type=Path, default=Path("asv.conf.json"),
+                        help="asv config of the subject, for commit messages and links (default: asv.conf.json)")
+    parser.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="after --: passed to streamlit run")
+    return parser
+
+
+def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The streamlit command line and environment `main` runs (separate so tests can check them)."""
+    if not APP.is_file():
+        raise FlybenchError(f"the dashboard app is not at {APP}: run flybench from a source checkout "
+                            "(pip install -e '.[dashboard]')")
+    if importlib.util.find_spec("streamlit") is None:
+        raise FlybenchError("'flybench dashboard' needs streamlit: pip install -e '.[dashboard]'")
+    if not args.db.is_file():
+        print(f"flybench dashboard: no database at {args.db} yet; the app will say how to fill it "
+              "(flybench run, then flybench ingest)", file=sys.stderr)
+    extra = [a for a in args.streamlit_args if a != "--"]
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port),
+           "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           *extra]
+    env = {**os.environ, DB_ENV: str(args.db.resolve()), CONFIG_ENV: str(args.config.resolve())}
+    return cmd, env
+
+
+def main(args: argparse.Namespace) -> int:
+    """Becomes the streamlit process (exec), so Ctrl-C and service managers' signals reach it directly."""
+    cmd, env = command(args)
+    print(f"flybench dashboard: http://{args.address}:{args.port}  (database {env[DB_ENV]}, Ctrl-C to stop)",
+          flush=True)
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached

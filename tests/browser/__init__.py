@@ -1,0 +1,1 @@
+"""Real-browser tests of the dashboard (headless Chromium through Playwright)."""

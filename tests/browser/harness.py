@@ -1,0 +1,151 @@
+"""Drive the dashboard in headless Chromium: start the app on a free port, load its pages, take screenshots.
+
+The browser tests use it, and so do the README's screenshots:
+
+    python -m tests.browser.harness --db results/flybench.duckdb --out docs/img overview history
+
+It uses Debian's chromium (`apt-get install chromium`), never a browser that
+Playwright would download: only the package registries are reachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+APP = REPO / "dashboard" / "app.py"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGES = {"overview": "", "history": "history", "compare": "compare", "regressions": "regressions",
+         "resources": "resources", "roofline": "roofline"}
+"""Page name -> URL path (st.navigation derives it from the view's file name; the default page is '/')."""
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """What a page showed once it finished running."""
+
+    charts: int
+    exceptions: list[str]
+    text: str
+
+
+def chromium() -> str | None:
+    """Debian's chromium, if installed."""
+    return next((p for p in (shutil.which("chromium"), "/usr/bin/chromium") if p and Path(p).is_file()), None)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serve(db: Path, asv_config: Path | None = None, timeout: float = 60.0) -> Iterator[str]:
+    """`streamlit run dashboard/app.py` on 127.0.0.1 and a free port; yields its URL, stops it afterwards."""
+    port = free_port()
+    env = {**os.environ, "FLYBENCH_DB": str(db)}
+    if asv_config is not None:
+        env["FLYBENCH_ASV_CONFIG"] = str(asv_config)
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
+           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
+           "--server.fileWatcherType", "none"]
+    process = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while not _healthy(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start on {url}:\n{process.stdout.read() if process.stdout else ''}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@contextmanager
+def browser(executable: str) -> Iterator[Any]:
+    """A headless Chromium page (1400 px wide) from Playwright, driving the given executable."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield instance.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            instance.close()
+
+
+def load(page: Any, url: str, name: str, query: str = "", charts: int = 1, timeout_ms: int = 60_000) -> Loaded:
+    """Open one page and wait until its script finished and at least `charts` charts are drawn."""
+    page.goto(f"{url}/{PAGES[name]}{query}", wait_until="domcontentloaded")
+    page.wait_for_selector("[data-testid=stMainBlockContainer] h1", timeout=timeout_ms)
+    page.wait_for_function(  # the status widget shows "Running..." until the script ends
+        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout_ms)
+    embeds = page.locator(".vega-embed")  # locators see into the shadow DOM where Vega draws
+    deadline = time.monotonic() + timeout_ms / 1000
+    while embeds.count() < charts and time.monotonic() < deadline:
+        page.wait_for_timeout(200)
+    for index in range(embeds.count()):
+        embeds.nth(index).locator("svg, canvas").first.wait_for(timeout=timeout_ms)
+    return Loaded(embeds.count(), page.locator("[data-testid=stException]").all_inner_texts(),
+                  page.locator("[data-testid=stMainBlockContainer]").inner_text())
+
+
+def screenshot(page: Any, path: Path, max_height: int = 6000) -> Path:
+    """The whole page as PNG: Streamlit scrolls inside its main section, so the viewport grows to fit it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    height = page.evaluate("() => document.querySelector('[data-testid=stMain]').scrollHeight")
+    page.set_viewport_size({"width": page.viewport_size["width"], "height": min(int(height) + 40, max_height)})
+    page.wait_for_timeout(500)  # let the charts re-layout to the new size
+    page.screenshot(path=str(path))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Screenshots of dashboard pages in headless Chromium.")
+    parser.add_argument("--db", type=Path, required=True)
+    parser.add_argument("--config", type=Path, help="asv config for commit messages and links")
+    parser.add_argument("--out", type=Path, required=True, help="directory for <page>.png")
+    parser.add_argument("--query", default="", help="query string for every page, e.g. '?machine=dev-h200'")
+    parser.add_argument("--charts", type=int, default=1, help="wait for at least this many charts per page")
+    parser.add_argument("pages", nargs="+", choices=list(PAGES))
+    args = parser.parse_args(argv)
+    executable = chromium()
+    if executable is None:
+        raise SystemExit("chromium is not installed: apt-get install -y chromium")
+    with serve(args.db.resolve(), args.config.resolve() if args.config else None) as url, browser(executable) as page:
+        for name in args.pages:
+            loaded = load(page, url, name, args.query, args.charts)
+            print(f"{name}: {loaded.charts} charts, {len(loaded.exceptions)} exceptions -> "
+                  f"{screenshot(page, args.out / f'{name}.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

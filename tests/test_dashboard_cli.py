@@ -1,0 +1,45 @@
+"""`flybench dashboard`: the command line it runs, and a real start on a free port."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from browser.harness import free_port
+
+from flybench.cli import build_parser
+from flybench.cli import dashboard as verb
+
+
+def test_command_passes_the_database_and_streamlit_options(tmp_path: Path) -> None:
+    args = build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb"), "--port", "8600",
+                                      "--", "--theme.base", "dark"])
+    cmd, env = verb.command(args)
+    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"] and cmd[4] == str(verb.APP)
+    assert cmd[cmd.index("--server.port") + 1] == "8600" and cmd[-2:] == ["--theme.base", "dark"]
+    assert env["FLYBENCH_DB"] == str((tmp_path / "x.duckdb").resolve())
+    assert env["FLYBENCH_ASV_CONFIG"].endswith("asv.conf.json")
+
+
+def test_dashboard_verb_serves_the_app(tmp_path: Path) -> None:
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "flybench", "dashboard", "--db", str(tmp_path / "none.duckdb"),
+                                "--port", str(port), "--address", "127.0.0.1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, "the dashboard did not start"
+                time.sleep(0.3)
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=20)
+    assert f"http://127.0.0.1:{port}" in output and "no database at" in output

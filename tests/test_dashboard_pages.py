@@ -1,0 +1,206 @@
+"""Every dashboard page under streamlit's AppTest, on the fixture database of real asv results: the numbers shown.
+
+The database (see test_dashboard_db.py) holds the toy project on two
+machines (flydsl failing correctness at the newest commit on m1-gfx950,
+1.25x faster than torch on m2-gfx942) and, when the checkout has them, the
+real H200 results of `flybench run`.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fixtures.asv_project import MACHINE, PROJECT
+from streamlit.testing.v1 import AppTest
+from test_dashboard_db import FAILED_REASON, SECOND, DashboardDB, dash_db  # noqa: F401  (the fixture)
+
+from flybench.store import connect
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+
+
+def open_page(db: Path, page: str | None = None, config: Path | None = None, **query: str | list[str]) -> AppTest:
+    """Run the app on `db` (then switch to views/<page>.py), with filters given as URL query parameters."""
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    if page:  # a fresh session opened on that page's URL: the query initialises the bound filters
+        at.switch_page(f"views/{page}.py")
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+@pytest.fixture
+def db(dash_db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> DashboardDB:  # noqa: F811
+    monkeypatch.setenv("FLYBENCH_DB", str(dash_db.path))
+    monkeypatch.setenv("FLYBENCH_ASV_CONFIG", str(dash_db.asv_config))
+    monkeypatch.setenv("FLYBENCH_VALIDATE_CHARTS", "1")  # the app skips Altair's schema check for speed
+    return dash_db
+
+
+def texts(at: AppTest, kind: str) -> list[str]:
+    return [e.value for e in at.get(kind)]
+
+
+def frame(at: AppTest, containing: str) -> pd.DataFrame:
+    """The first table on the page with this column."""
+    return next(df.value for df in at.dataframe if containing in df.value.columns)
+
+
+def charts(at: AppTest) -> int:
+    return len(at.get("vega_lite_chart"))
+
+
+def test_overview_shows_speedups_and_failures_never_as_speed(db: DashboardDB) -> None:
+    at = open_page(db.path, subject=PROJECT)
+    assert texts(at, "header") == ["Speedup of FlyDSL over each baseline",
+                                   "Latest results and fraction of the roofline reached"]
+    speedups = frame(at, "speedup").set_index("machine")
+    assert speedups.loc[SECOND, "speedup"] == pytest.approx(1.00 / 0.80) and speedups.loc[SECOND, "shown"] == "1.25×"
+    failed = speedups.loc[MACHINE]
+    assert failed["shown"] == "flydsl failed" and math.isnan(failed["speedup"]) and math.isnan(failed["value"])
+    assert failed["why"] == FAILED_REASON and failed["arch"] == "gfx950"
+    latest = frame(at, "tflops").set_index(["machine", "provider"])
+    assert latest.loc[(MACHINE, "flydsl"), "shown"] == "failed" and latest.loc[(MACHINE, "torch"), "shown"] == "1.02ms"
+    assert latest.loc[(SECOND, "flydsl"), "shown"] == "800μs" and math.isnan(latest.loc[(MACHINE, "flydsl"), "tflops"])
+    assert charts(at) == 2 and len(at.get("download_button")) == 2
+
+
+def test_overview_without_flydsl_says_so_and_uses_a_reference(db: DashboardDB) -> None:
+    if not db.has_h200:
+        pytest.skip("the real H200 results (results/flybench/dev-h200) are not in this checkout")
+    at = open_page(db.path, subject="flybench")
+    assert any("No FlyDSL results exist yet on dev-h200" in w for w in texts(at, "warning"))
+    assert at.selectbox(key="reference").value in {"cublas", "flex"}
+    latest = frame(at, "tflops").set_index(["label"])
+    gemm = latest.loc["gemm · 8192x8192x8192 · bf16"]
+    assert gemm["provider"] == "cublas" and gemm["shown"] == "1.62ms" and gemm["roofline_fraction"] > 0.5
+    assert any("computed against: vendor" in c for c in texts(at, "caption"))
+
+
+def test_filters_live_in_the_url(db: DashboardDB) -> None:
+    at = open_page(db.path, subject=PROJECT, machine=SECOND)
+    assert set(frame(at, "tflops")["machine"]) == {SECOND}
+    assert at.multiselect(key="machine").value == [SECOND]
+
+
+def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB) -> None:
+    at = open_page(db.path, "history", subject=PROJECT, benchmark="attention.Quick.track_time")
+    assert texts(at, "header") == [f"attention.Quick.track_time · {PROJECT}"] and charts(at) == 1
+    rows = frame(at, "series")
+    flydsl = rows[rows["series"] == f"flydsl @ {MACHINE}"]
+    assert list(flydsl["value"][:5]) == pytest.approx([1.00e-3, 1.01e-3, 0.99e-3, 1.50e-3, 1.51e-3])
+    assert list(flydsl["status"]) == ["ok"] * 5 + ["failed"]
+    assert list(flydsl["message"]) == [f"change {i}" for i in range(6)]  # from the toy project's git log
+    assert flydsl["value"].isna().iloc[-1] and flydsl["why"].iloc[-1] == FAILED_REASON
+    steps = frame(at, "what")
+    (what,) = steps["what"]
+    commits = db.project.commits
+    assert what == f"flydsl @ {MACHINE}: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.50ms (+50.0%), confidence 100%"
+    assert any("✕ on the bottom edge" in c for c in texts(at, "caption"))
+
+
+def test_compare_two_commits_gives_flybench_compares_verdicts(db: DashboardDB) -> None:
+    commits = db.project.commits
+    at = open_page(db.path, "compare", repo=PROJECT, machine_a=MACHINE, base=commits[2][:8], head=commits[3][:8])
+    assert any("2 regressions, 0 improvements, 2 unchanged, 1 resource change on m1-gfx950" in m
+               for m in texts(at, "markdown"))
+    assert list(frame(at, "metric")["change"]) == ["flash_attn_generic: VGPRs 238 -> 256 on gfx950"]
+    cases = frame(at, "verdict").set_index(["benchmark", "parameters"])
+    time = cases.loc[("attention.Quick.track_time", "c1, flydsl, bf16")]
+    assert time["verdict"] == "regression" and (time["base_text"], time["head_text"]) == ("990μs", "1.50ms")
+    assert time["change"] == pytest.approx(0.51 / 0.99) and time["evidence"].startswith("Mann-Whitney p=")
+    assert cases.loc[("attention.Quick.track_time", "c1, torch, bf16"), "verdict"] == "unchanged"
+    assert charts(at) == 1
+
+
+def test_compare_newest_commit_shows_the_failure_as_broken(db: DashboardDB) -> None:
+    commits = db.project.commits
+    at = open_page(db.path, "compare", repo=PROJECT, machine_a=MACHINE, base=commits[4][:8], head=commits[5][:8])
+    broken = frame(at, "verdict").set_index(["benchmark", "parameters"]).loc[
+        ("attention.Quick.track_time", "c1, flydsl, bf16")]
+    assert broken["verdict"] == "broken" and broken["head_text"] == "failed" and math.isnan(broken["change"])
+    assert FAILED_REASON in broken["evidence"]
+
+
+def test_compare_two_machines(db: DashboardDB) -> None:
+    at = open_page(db.path, "compare", repo=PROJECT, mode="two machines", machine_a=MACHINE, machine_b=SECOND)
+    cases = frame(at, "verdict").set_index(["benchmark", "parameters"])
+    torch = cases.loc[("attention.Quick.track_time", "c1, torch, bf16")]
+    assert (torch["base_text"], torch["head_text"]) == ("1.02ms", "1.00ms") and torch["verdict"] == "unchanged"
+    flydsl = cases.loc[("attention.Quick.track_time", "c1, flydsl, bf16")]
+    assert flydsl["verdict"] == "fails on base only" and flydsl["base_text"] == "failed"
+
+
+def test_regressions_lists_the_planted_step(db: DashboardDB) -> None:
+    at = open_page(db.path, "regressions", subject=PROJECT)
+    rows = frame(at, "commits").set_index("benchmark")
+    commits = db.project.commits
+    time = rows.loc["attention.Quick.track_time"]
+    assert time["commits"] == f"{commits[2][:8]}..{commits[3][:8]}" and time["change"] == pytest.approx(0.5)
+    assert (time["base_text"], time["head_text"]) == ("1.00ms", "1.50ms") and time["evidence"].startswith("confidence 100%")
+    assert rows.loc["flash_attn_generic", "head_text"] == "256 registers"  # compile metrics are listed too
+    assert charts(at) == 1
+    quiet = open_page(db.path, "regressions", machine=SECOND)  # one commit there: nothing can have regressed
+    assert not quiet.dataframe and texts(quiet, "success") == ["No open regression for this selection."]
+
+
+def test_kernel_resources_across_commits(db: DashboardDB) -> None:
+    at = open_page(db.path, "resources")
+    newest = frame(at, "kernel_name").set_index("kernel_name")
+    assert newest.loc["flash_attn_generic", "VGPRs"] == 256 and newest.loc["flash_attn_generic", "LDS bytes"] == 49152
+    changes = frame(at, "worse")
+    assert list(changes["base_text"]) == ["238 registers"] and list(changes["worse"]) == [True]
+    assert charts(at) == 1
+
+
+def test_roofline_uses_the_measured_ceilings(db: DashboardDB) -> None:
+    if not db.has_h200:
+        pytest.skip("the real H200 results (results/flybench/dev-h200) are not in this checkout")
+    at = open_page(db.path, "roofline", machine="dev-h200")
+    roofs, points = frame(at, "basis").set_index("ceiling"), frame(at, "intensity")
+    gemm = points[points["label"].str.startswith("gemm · ")]
+    assert roofs.loc["bf16 matrix", "basis"].startswith("measured: gemm")
+    assert roofs.loc["bf16 matrix", "tflops"] == pytest.approx(gemm["tflops"].max())
+    assert roofs.loc["memory copy", "gbps"] > 1000 and roofs.loc["memory copy", "basis"] == "measured: gemm copy-1GiB (cublas)"
+    assert roofs.loc["fp8 matrix", "basis"].startswith("vendor")
+    assert list(points["intensity"]) == pytest.approx(list(1000 * points["tflops"] / points["gbps"]))
+    assert charts(at) == 1
+    assert any("No case in this selection" in i for i in texts(open_page(db.path, "roofline", subject=PROJECT), "info"))
+
+
+@pytest.mark.parametrize("page", [None, "history", "compare", "regressions", "resources", "roofline"])
+def test_missing_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: str | None) -> None:
+    monkeypatch.setenv("FLYBENCH_DB", str(tmp_path / "none.duckdb"))
+    at = open_page(tmp_path / "none.duckdb", page)
+    assert any("Nothing to show yet" in i for i in texts(at, "info"))
+    assert any("flybench ingest" in c.value for c in at.code) and not charts(at)
+
+
+def test_empty_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with connect(tmp_path / "empty.duckdb"):
+        pass  # the schema, no rows
+    monkeypatch.setenv("FLYBENCH_DB", str(tmp_path / "empty.duckdb"))
+    at = open_page(tmp_path / "empty.duckdb", "history")
+    assert any("holds no results yet" in i for i in texts(at, "info"))
+
+
+def test_database_locked_by_a_writer_says_busy(dash_db: DashboardDB, tmp_path: Path,  # noqa: F811
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    db = Path(shutil.copy(dash_db.path, tmp_path / "locked.duckdb"))
+    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(60)"
+    writer = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "locked"
+        monkeypatch.setenv("FLYBENCH_DB", str(db))
+        at = open_page(db, "history")
+        assert any("The database is busy" in w and "locked by process" in w for w in texts(at, "warning"))
+    finally:
+        writer.kill()
+        writer.wait()
