@@ -1,0 +1,74 @@
+"""Every Triton kernel cross-compiles for gfx942, gfx950 and sm_90 on this CPU-only machine.
+
+The specs come from the very plans the provider runs (built on meta tensors
+over the quick cases), so this compiles what would run. Per target, each
+kernel is compiled at its heaviest configuration (largest tiles; fp8 and bf16
+for the GEMMs), plus the 64-bit-offset variant of the attention kernel, and
+the resources are checked: no register spills, shared memory within the
+target's limit, matrix instructions where the kernel multiplies matrices.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+pytest.importorskip("triton", reason="the Triton kernels need triton (pip install -e '.[test]' brings it)")
+
+from flybench.kernels.triton import specs
+
+SHARED_LIMIT = {"gfx942": 64 << 10, "gfx950": 160 << 10, "sm_90": 227 << 10}
+MATRIX = {"diffusion_attention_fwd", "moe_gate_up", "moe_down"}
+ALL_KERNELS = {"diffusion_attention_fwd", "combine_splits", "topk_softmax", "count_chunks", "expert_offsets",
+               "scatter_pairs", "quantize_rows", "moe_gate_up", "moe_down"}
+
+
+def _tile(spec: specs.KernelSpec) -> int:
+    return math.prod(v for k, v in spec.constexprs.items() if k.startswith("BLOCK_") and isinstance(v, int))
+
+
+def representative(arch: str) -> list[specs.KernelSpec]:
+    """Each kernel (GEMMs once per fp8/bf16) at its largest tile, and the wide-offset attention variant."""
+    chosen: dict[tuple[str, bool], specs.KernelSpec] = {}
+    for spec in specs.kernel_specs(arch, "quick"):
+        key = (spec.name, bool(spec.constexprs.get("FP8")))
+        if key not in chosen or _tile(spec) > _tile(chosen[key]):
+            chosen[key] = spec
+    wide = copy.copy(chosen[("diffusion_attention_fwd", False)])
+    wide.constexprs = {**wide.constexprs, "WIDE_OFFSETS": True}
+    return [*chosen.values(), wide]
+
+
+TARGET_SPECS = [(arch, spec) for arch in specs.TARGETS for spec in representative(arch)]
+
+
+def test_specs_cover_every_kernel_and_argument():
+    for arch in specs.TARGETS:
+        listed = specs.kernel_specs(arch, "quick")
+        assert {s.name for s in listed} == ALL_KERNELS
+        for spec in listed:
+            assert list(spec.signature) == list(spec.fn.arg_names) and spec.cases
+            pointers = [i for i, n in enumerate(spec.fn.arg_names) if spec.signature[n].startswith("*")]
+            amd = any(["tt.pointer_range", 32] in spec.attrs.get((i,), []) for i in pointers)
+            assert amd == (specs.TARGETS[arch][0] == "hip")  # buffer-op ranges only where HIP specialises them
+
+
+@pytest.mark.parametrize("arch,spec", TARGET_SPECS,
+                         ids=[f"{a}-{s.name}-{'wide' if s.constexprs.get('WIDE_OFFSETS') else _tile(s)}"
+                              f"{'-fp8' if s.constexprs.get('FP8') else ''}" for a, s in TARGET_SPECS])
+def test_kernel_compiles_within_target_limits(arch, spec):
+    compiled = spec.compile(arch)
+    usage = specs.resources(compiled)
+    assert usage["shared"] <= SHARED_LIMIT[arch], usage
+    if arch.startswith("gfx"):
+        code = compiled.asm["amdgcn"]
+        assert usage["vgpr_count"] > 0 and usage["vgpr_spill_count"] == 0, usage
+        assert usage["private_segment_fixed_size"] == 0, usage  # no scratch: nothing spilled to memory
+        assert ("v_mfma" in code) == (spec.name in MATRIX), spec.name
+        assert "buffer_" in code or "global_" in code  # not a bare s_endpgm
+    else:
+        assert usage["registers"] > 0 and usage["local_bytes"] == 0, usage
+        ptx = compiled.asm["ptx"]
+        assert (("mma" in ptx) == (spec.name in MATRIX)), spec.name
