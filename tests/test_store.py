@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import duckdb
@@ -246,3 +247,32 @@ def test_migrations_apply_in_order_and_once(db: Path, monkeypatch: pytest.Monkey
         *range(1, LATEST + 2)]
     assert "note" in [c for (c, *_) in raw.execute("DESCRIBE results").fetchall()]
     raw.close()
+
+
+def test_files_read_by_worker_processes_give_the_same_database(
+        results: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store_ingest = sys.modules["flybench.store.ingest"]
+    serial = ingest(results, tmp_path / "serial.duckdb")
+    monkeypatch.setattr(store_ingest._Readers, "MIN_FILES", 0)  # fork workers even for this small tree
+    pools = []
+    monkeypatch.setattr(store_ingest, "ProcessPoolExecutor", lambda *a, **k: pools.append(ProcessPoolExecutor(*a, **k))
+                        or pools[-1])
+    parallel = ingest(results, tmp_path / "parallel.duckdb")
+    assert len(pools) == 1
+    assert (parallel.loaded, parallel.rows, parallel.errors) == (serial.loaded, serial.rows, serial.errors)
+    drop_times = {"ingested_files": lambda row: row[:-1], "schema_version": lambda row: row[:1]}
+    tables = [{t: sorted((drop_times.get(t, tuple)(r) for r in rows), key=repr) for t, rows in dump(db).items()}
+              for db in (tmp_path / "serial.duckdb", tmp_path / "parallel.duckdb")]
+    assert tables[0] == tables[1]
+
+
+def test_a_file_whose_rows_collide_is_reported_and_the_others_load(results: Path, db: Path,
+                                                                   project: AsvProject) -> None:
+    original = results / project.results_file(1).relative_to(project.results_dir)
+    copy = original.with_name("ffffffff-" + original.name.split("-", 1)[1])  # same commit and env: same keys
+    shutil.copy(original, copy)
+    report = ingest(results, db)  # one batch: it cannot be written whole, so file by file
+    (error,) = report.errors
+    assert error.path == str(copy) and "ConstraintException" in error.message
+    assert len(report.loaded) == 6 and count(db, "SELECT count(*) FROM results") == 24
+    assert count(db, "SELECT count(*) FROM ingested_files WHERE path LIKE '%ffffffff-%'") == 0

@@ -174,9 +174,9 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef]) -
     env_vars = data.get("env_vars", {})
     durations = data.get("durations", {})
     columns, results = data["result_columns"], data["results"]
-    if (type(env_params) is not dict or env_params.get("machine") != machine or type(commit_hash) is not str
-            or type(env_name) is not str or not _is_text(env_params.get("python")) or type(durations) is not dict or type(results) is not dict
-            or type(columns) is not list or not _KNOWN_COLUMNS.issuperset(columns)
+    if (type(env_params) is not dict or env_params.get("machine") != machine or not _is_text(env_params.get("python"))
+            or type(commit_hash) is not str or type(env_name) is not str or type(durations) is not dict
+            or type(results) is not dict or type(columns) is not list or not _KNOWN_COLUMNS.issuperset(columns)
             or len(set(columns)) != len(columns)):
         raise _NotPlain
     index = {column: i for i, column in enumerate(columns)}

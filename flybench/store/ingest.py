@@ -1,9 +1,13 @@
 """Build the DuckDB store from an asv results tree, idempotently and file by file.
 
-Each results file (with its sidecar) is one transaction: its old rows are
-deleted and its new rows inserted together with its fingerprint, so a crash
-or a corrupt file never leaves half a file in the database, and running
-ingest again only reads files whose bytes changed.
+Each results file (with its sidecar) lands whole or not at all: its old rows
+are deleted and its new rows inserted in the same transaction as its
+fingerprint, so a crash or a corrupt file never leaves half a file in the
+database, and running ingest again only reads files whose bytes changed.
+Files are parsed completely before anything is written (by worker processes
+when the tree is large); the parsed files are then written a batch at a
+time, one transaction per batch, and file by file if a batch cannot be
+written whole, so each file's outcome is the one it would have had alone.
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ import itertools
 import json
 import multiprocessing
 import os
+import sys
+import threading
 from collections import deque
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -100,13 +106,30 @@ def ingest(
     benchmarks = load_benchmarks(benchmarks_path)
     report = IngestReport(str(db_path), subject)
     machine_dirs = sorted(p for p in root.iterdir() if p.is_dir())
-    readers = _Readers(benchmarks, sum(1 for d in machine_dirs for _ in d.glob("*-*.json")))
+    readers = _Readers(benchmarks, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
     try:
         with connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch)
     finally:
         readers.close()
     return report
+
+
+def _changed_since_last_ingest(db_path: Path, benchmarks_path: Path, machine_dirs: list[Path]) -> int:
+    """About how many results files this ingest will read: those written since the database was.
+
+    Only an estimate, taken before the database is opened, to decide whether
+    reading in worker processes is worth starting them (see _Readers).
+    """
+    results = [p for d in machine_dirs for p in d.glob("*-*.json")]
+    if not db_path.is_file():
+        return len(results)
+    since = db_path.stat().st_mtime_ns
+    if benchmarks_path.stat().st_mtime_ns >= since:
+        return len(results)  # a new benchmarks.json: every file is read again
+    newer = [p for p in results if p.stat().st_mtime_ns >= since]
+    sidecars = [p for d in machine_dirs for p in d.glob("*.cases.jsonl") if p.stat().st_mtime_ns >= since]
+    return len(newer) + len(sidecars)
 
 
 def _ingest_tree(
@@ -255,19 +278,19 @@ class _Readers:
     Parsing asv's JSON is most of the work of an ingest and holds Python's
     lock, so a large tree is parsed by one process per core while this one
     writes to the database. What a file yields does not depend on where it
-    was read. The workers are forked before the database is opened, while
-    this process has no other threads (so no lock can be held across the
-    fork), and never touch the database.
+    was read. The workers are forked before the database is opened, and only
+    from a process with no other thread, so that no lock can be held across
+    the fork; they never touch the database.
     """
 
-    MIN_FILES = 32  # in the whole tree; fewer are read in this process
-    AHEAD = 64  # files read ahead of the one being stored, so the workers go on while a batch is written
+    MIN_FILES = 32  # to read; fewer are read in this process
+    AHEAD_BYTES = 128 << 20  # of results files read ahead, so the workers go on while a batch is written
 
     def __init__(self, benchmarks: dict[str, BenchmarkDef], files: int) -> None:
         self._benchmarks = benchmarks
         self._pool: ProcessPoolExecutor | None = None
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-        if files >= self.MIN_FILES and cores >= 2 and "fork" in multiprocessing.get_all_start_methods():
+        if files >= self.MIN_FILES and cores >= 2 and threading.active_count() == 1 and sys.platform == "linux":
             try:
                 self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"),
                                                  initializer=_start_worker, initargs=(benchmarks,))
@@ -282,18 +305,30 @@ class _Readers:
                     outcome = _read_file(task, self._benchmarks)
                 yield outcome
             return
-        queued = iter(tasks)
-        running = deque(self._pool.submit(_read_in_worker, task) for task in itertools.islice(queued, self.AHEAD))
-        while running:
-            outcome = running.popleft().result()
-            for task in itertools.islice(queued, 1):
-                running.append(self._pool.submit(_read_in_worker, task))
-            yield outcome
+        queued = deque(tasks)
+        running: deque[tuple[Future[tuple[list[str], _Parsed | FileError]], int]] = deque()
+        ahead = 0  # bytes of the files submitted and not yet taken
+        while queued or running:
+            while queued and (not running or ahead < self.AHEAD_BYTES):
+                task = queued.popleft()
+                size = _size(task.path)
+                running.append((self._pool.submit(_read_in_worker, task), size))
+                ahead += size
+            future, size = running.popleft()
+            ahead -= size
+            yield future.result()
 
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # reading it will say why
 
 
 _WORKER_BENCHMARKS: dict[str, BenchmarkDef] = {}
@@ -369,17 +404,21 @@ class _Batch:
     def store(self) -> None:
         entries, self._entries, self._rows, self.machines = self._entries, [], 0, set()
         items = [e for e in entries if isinstance(e, _Parsed)]
+        one_by_one = items
+        if len(items) > 1:
+            try:
+                with _transaction(self._conn):
+                    _store_files(self._conn, self._tracker, self.report.subject, items, self._branch)
+                one_by_one = []
+            except (*BAD_FILE, duckdb.Error, _OneByOne):
+                pass  # each file as if it were alone: the others land, and the one that cannot says why
         failed: dict[str, FileError] = {}
-        try:
-            with _transaction(self._conn):
-                _store_files(self._conn, self._tracker, self.report.subject, items, self._branch)
-        except (*BAD_FILE, duckdb.Error, _OneByOne):
-            for item in items:
-                try:
-                    with _transaction(self._conn):
-                        _store_files(self._conn, self._tracker, self.report.subject, [item], self._branch)
-                except (*BAD_FILE, duckdb.Error) as exc:
-                    failed[item.relpath] = FileError(str(item.path), f"{type(exc).__name__}: {exc}")
+        for item in one_by_one:
+            try:
+                with _transaction(self._conn):
+                    _store_files(self._conn, self._tracker, self.report.subject, [item], self._branch)
+            except (*BAD_FILE, duckdb.Error) as exc:
+                failed[item.relpath] = FileError(str(item.path), f"{type(exc).__name__}: {exc}")
         for entry in entries:
             if isinstance(entry, FileError):
                 self.report.errors.append(entry)
@@ -403,6 +442,8 @@ def _store_files(
     """
     if not items:
         return
+    if len(items) > 1 and any(item.parsed.table is None for item in items):
+        raise _OneByOne  # rows read by asv's loader are stored as they always were, a file at a time
     relpaths = [item.relpath for item in items]
     tables, frames = [], []
     for item in items:
@@ -421,8 +462,6 @@ def _store_files(
                   "env_name": env["env_name"], "source_file": item.relpath} for row in parsed.rows],
                 columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
             ))
-    if len(items) > 1 and frames:
-        raise _OneByOne  # rows read by asv's loader are stored as they always were, a file at a time
     incoming = pa.concat_tables(tables, promote_options="default") if tables else None
     if len(items) > 1 and incoming is not None and any(tracker.is_known(item.relpath) for item in items):
         # One by one, a file's new rows would collide with the old rows of a later file of the batch (rows

@@ -133,13 +133,13 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
 
 def _fields(record: dict[str, Any]) -> dict[str, Any]:
     """The columns a sidecar record fills, before the "ok but no value" rule."""
-    return dict(
-        status=record["status"], reason=record.get("reason"), contract=_json(record.get("contract")),
-        errors=_json(record.get("errors")), tolerance=record.get("tolerance"),
-        tflops=record.get("tflops"), gbps=record.get("gbps"),
-        roofline_fraction=record.get("roofline_fraction"), device=_json(record.get("device")),
-        run_id=None if record.get("run_id") is None else str(record["run_id"]),
-    )
+    return {
+        "status": record["status"], "reason": record.get("reason"), "contract": _json(record.get("contract")),
+        "errors": _json(record.get("errors")), "tolerance": record.get("tolerance"),
+        "tflops": record.get("tflops"), "gbps": record.get("gbps"),
+        "roofline_fraction": record.get("roofline_fraction"), "device": _json(record.get("device")),
+        "run_id": None if record.get("run_id") is None else str(record["run_id"]),
+    }
 
 
 @functools.lru_cache(maxsize=65536)
