@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Callable
 
-from flybench.compile import cache, toolchain
+from flybench.compile import cache, sources, toolchain
 from flybench.compile.record import CompileRecord
 from flybench.compile.registry import ARCHES, OWN_FLYDSL_FILE, KernelCase, get_case
 from flybench.compile.workers import Batch, run_batches
@@ -91,7 +91,7 @@ def _unavailable(case: KernelCase, arch: str, src: Path | None, toolkit: toolcha
         if not (src / "kernels").is_dir():
             return record("unavailable", f"{src} is not a FlyDSL source checkout (it has no kernels/ directory): "
                                          f"point {CHECKOUT_ENV} or --flydsl-src at one")
-        if case.module and not (src / case.module).exists():
+        if case.module and sources.module_file(src, case.module) is None:
             return record("unavailable", f"{case.module} does not exist in the checkout at {src} "
                                          "(the kernel is newer than, or was moved or removed before, this commit)")
     elif case.backend == "flydsl" and not (cache.ROOT / OWN_FLYDSL_FILE).is_file():
@@ -110,14 +110,10 @@ def _job(case: KernelCase, arch: str, src: Path | None, toolkit: toolchain.Toolk
 
 def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
     if case.origin == "checkout":
-        return {"origin": "checkout", "path": str(src), "hash": _tree_hash(src / "kernels"), "commit": _commit(src)}
+        files = sources.kernel_sources(src, case.module)
+        return {"origin": "checkout", "path": str(src), "hash": cache.hash_files(files, base=src), "commit": _commit(src)}
     path = cache.ROOT / (OWN_FLYDSL_FILE if case.backend == "flydsl" else "flybench/compile/triton_kernels.py")
     return {"origin": "own", "path": str(path.relative_to(cache.ROOT)), "hash": cache.hash_files([path])}
-
-
-@functools.lru_cache(maxsize=16)
-def _tree_hash(kernels: Path) -> str:
-    return cache.hash_files(sorted(kernels.rglob("*.py")), base=kernels)
 
 
 @functools.lru_cache(maxsize=16)

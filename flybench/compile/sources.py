@@ -1,0 +1,78 @@
+"""The files of a FlyDSL checkout that one kernel is built from: its module and what it imports from `kernels`.
+
+The compile cache keys a checkout kernel by the hash of these files, not of
+the whole `kernels/` tree, so walking a checkout's history recompiles only
+the kernels a commit really changed (a commit to the MoE code leaves the
+attention kernels' records valid). Imports are read statically with `ast`,
+every `import` statement anywhere in a file, and followed transitively;
+importing a module also runs its packages' `__init__.py`, so those count too.
+Anything outside `kernels` (flydsl itself, torch) is covered by the
+toolchain part of the key instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = "kernels"
+
+
+def module_file(src: Path, module: str) -> Path | None:
+    """`kernels/x/y` as a file: `y.py`, or the package `y/__init__.py` (a module that became a package)."""
+    base = src / module.removesuffix(".py")
+    for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def kernel_sources(src: Path, module: str) -> list[Path]:
+    """`module`'s file and every file of `kernels` it imports, directly or not, sorted."""
+    start = module_file(src, module)
+    if start is None:
+        return []
+    seen: set[Path] = set()
+    todo = [start]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        todo.extend(_package_inits(src, path))
+        todo.extend(_imported_files(src, path))
+    return sorted(seen)
+
+
+def _package_inits(src: Path, path: Path) -> list[Path]:
+    inits = []
+    for parent in path.relative_to(src).parents:
+        init = src / parent / "__init__.py"
+        if parent.parts and init.is_file():
+            inits.append(init)
+    return inits
+
+
+def _imported_files(src: Path, path: Path) -> list[Path]:
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (SyntaxError, ValueError):
+        return []  # the compile itself will report it
+    package = path.relative_to(src).parent.parts  # a module's package; for __init__.py the package itself
+    names: list[tuple[str, ...]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(tuple(alias.name.split(".")) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = tuple((node.module or "").split(".")) if node.module else ()
+            if node.level:
+                base = package[:len(package) - node.level + 1] + base
+            names.append(base)
+            names.extend(base + (alias.name,) for alias in node.names)  # `from pkg import submodule`
+    files = []
+    for parts in names:
+        if parts and parts[0] == PACKAGE:
+            found = module_file(src, "/".join(parts))
+            if found is not None:
+                files.append(found)
+    return files
