@@ -90,8 +90,6 @@ def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str
     placeholder and report the failure instead of crashing again.
     """
     from flybench.measure import record as records
-    from flybench.measure.case import measure_case
-    from flybench.measure.contract import PRESETS
 
     sidecar = _sidecar()
     run_id = os.environ.get(RUN_ID_ENV) or f"asv-{os.getppid()}"
@@ -101,6 +99,9 @@ def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str
         if found is not None:
             return found
         records.append(sidecar, _stamped(CaseRecord(run_id, *key, status="failed", reason=DIED), sidecar))
+    from flybench.measure.case import measure_case  # imports torch: only the process that measures pays it
+    from flybench.measure.contract import PRESETS
+
     record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set], run_id=run_id)
     if sidecar is not None:
         records.append(sidecar, _stamped(record, sidecar))

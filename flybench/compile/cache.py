@@ -26,8 +26,8 @@ from flybench.compile.record import CompileRecord
 ROOT = Path(__file__).resolve().parents[2]
 ENV = "FLYBENCH_COMPILE_CACHE"
 DRIVER_FILES = [Path(__file__).with_name(f"{name}.py") for name in (
-    "amd", "capture", "elf", "flydsl_driver", "flydsl_upstream", "isa", "occupancy", "record", "triton_driver",
-    "worker")]
+    "amd", "capture", "elf", "flydsl_driver", "flydsl_upstream", "hip_stub", "isa", "occupancy", "record",
+    "triton_driver", "worker")]
 """The code that produces a record is part of every key: a parser fix must not serve old numbers."""
 
 

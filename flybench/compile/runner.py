@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Callable
 
-from flybench.compile import cache, sources, toolchain
+from flybench.compile import cache, hip_stub, sources, toolchain
 from flybench.compile.record import CompileRecord
 from flybench.compile.registry import ARCHES, OWN_FLYDSL_FILE, KernelCase, get_case
 from flybench.compile.workers import Batch, run_batches
@@ -134,6 +134,9 @@ def _environment(backend: str, arch: str, toolkit: toolchain.Toolkit, src: Path 
     if backend == "flydsl":
         env.update(ARCH=arch, FLYDSL_GPU_ARCH=arch, ROCM_PATH=str(toolkit.root), FLYDSL_DUMP_IR="1",
                    FLYDSL_RUNTIME_ENABLE_CACHE="0", COMPILE_ONLY="1")
+        if toolkit.origin == "pypi":  # no ROCm here: older FlyDSL wheels need a loadable HIP runtime (hip_stub)
+            stub = hip_stub.build(toolkit.root / "lib").parent
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(stub), env.get("LD_LIBRARY_PATH", "")) if p)
     else:
         env.update(TRITON_ALWAYS_COMPILE="1", TRITON_DEFAULT_FP_FUSION="1")
     return env

@@ -28,6 +28,7 @@ fp8 is not wired (no scaled fp8 matmul formulation yet).
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -41,6 +42,10 @@ from flybench.workloads.base import Case, Tensors
 if TYPE_CHECKING:
     import jax
     import torch
+
+# JAX takes 75% of a GPU's memory at its first use unless told not to; torch allocates the inputs, the
+# cache flush and the reference on the same GPU, so JAX must allocate on demand (set before jax is imported).
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 JAX_INSTALL = ("pip install 'flybench[jax]' (CPU); on a GPU also JAX's backend for it: 'jax[cuda13]' (NVIDIA) "
                "or 'jax[rocm7-local]' (AMD, docs/rocm.md)")
