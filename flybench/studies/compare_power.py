@@ -12,8 +12,8 @@ commit, in this order:
 - AA: an empty commit, the same code as BASE, run last (so drift between
   runs shows up as false alarms, as it would in CI).
 
-The commits are made on a throw-away branch and the work tree returns to
-BASE. Step 2, anywhere (`report`): ingest the results, run
+The two commits are written as objects under refs/study/ (the work tree
+and the branch are not moved; only case.py is swapped while PLANT runs). Step 2, anywhere (`report`): ingest the results, run
 `flybench.regress.compare` for BASE->PLANT and BASE->AA at several relative
 thresholds, and print the table (markdown) and JSON.
 
@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from flybench.regress.compare import compare
-from flybench.regress.config import RegressConfig
-from flybench.store import ingest
-
 ROOT = Path(__file__).resolve().parents[2]
+CASE_PY = "flybench/measure/case.py"
 PLANT_AT = "    runner = provider.build(case, dtype, inputs, device)\n"
 PLANT = PLANT_AT.replace("runner =", "built =") + (
     "    def runner():  # planted regression: one extra pass over every output\n"
@@ -52,34 +50,46 @@ def git(*args: str) -> str:
                           text=True).stdout.strip()
 
 
-def planted_commit() -> str:
-    case_py = ROOT / "flybench" / "measure" / "case.py"
-    text = case_py.read_text()
-    if PLANT_AT not in text:
-        raise SystemExit("flybench/measure/case.py changed: update PLANT_AT in this study")
-    case_py.write_text(text.replace(PLANT_AT, PLANT))
-    git("commit", "-q", "-am", "study: planted regression (one extra pass over every output)")
-    return git("rev-parse", "HEAD")
+def commit_tree(tree: str, parent: str, message: str) -> str:
+    """A commit object (kept under refs/study/) without touching the work tree or the index."""
+    sha = git("commit-tree", tree, "-p", parent, "-m", message)
+    git("update-ref", f"refs/study/{sha[:12]}", sha)
+    return sha
+
+
+def planted_tree(planted_text: str) -> str:
+    """HEAD's tree with flybench/measure/case.py replaced, built in a scratch index."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        blob = subprocess.run(["git", "-C", str(ROOT), "hash-object", "-w", "--stdin"], input=planted_text,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        for args in (["read-tree", "HEAD"], ["update-index", "--cacheinfo", f"100644,{blob},{CASE_PY}"]):
+            subprocess.run(["git", "-C", str(ROOT), *args], env=env, check=True)
+        return subprocess.run(["git", "-C", str(ROOT), "write-tree"], env=env, capture_output=True, text=True,
+                              check=True).stdout.strip()
 
 
 def run(args: argparse.Namespace) -> int:
+    case_py = ROOT / CASE_PY
+    original = case_py.read_text()
+    if PLANT_AT not in original:
+        raise SystemExit(f"{CASE_PY} changed: update PLANT_AT in this study")
+    planted = original.replace(PLANT_AT, PLANT)
     base = git("rev-parse", "HEAD")
-    git("checkout", "-q", "-b", f"study-power-{base[:8]}")
-    plant = planted_commit()
-    git("commit", "-q", "--allow-empty", "-m", "study: A/A (no change)")
-    aa = git("rev-parse", "HEAD")
+    plant = commit_tree(planted_tree(planted), base, "study: planted regression (one extra pass over every output)")
+    aa = commit_tree(git("rev-parse", "HEAD^{tree}"), plant, "study: A/A (the same code as the base)")
     filters = [f"--{name}={value}" for name in ("workload", "provider", "dtype")
                for value in getattr(args, name) or []]
     plan = {"base": base, "plant": plant, "aa": aa}
     try:
         for label in ("base", "plant", "aa"):
-            git("checkout", "-q", plan[label])
+            case_py.write_text(planted if label == "plant" else original)
             command = [sys.executable, "-m", "flybench", "run", "--set", args.set, "--machine", args.machine,
                        "--commit", plan[label], *filters]
             print(f"{label}: {' '.join(command[3:])}", flush=True)
             subprocess.run(command, cwd=ROOT, check=False)
     finally:
-        git("checkout", "-q", base)
+        case_py.write_text(original)
     out = Path(args.results)
     out.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "results" / "flybench" / args.machine, out / args.machine, dirs_exist_ok=True)
@@ -89,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    from flybench.regress.compare import compare  # the store's packages are needed here only, not on the GPU host
+    from flybench.regress.config import RegressConfig
+    from flybench.store import ingest
+
     results = Path(args.results)
     plan = json.loads((results / "study.json").read_text())
     with tempfile.TemporaryDirectory() as tmp:

@@ -146,10 +146,15 @@ class MoeWorkload(Workload):
 
     def min_bytes(self, case: Case, dtype: str) -> float:
         """x (bf16) and router logits (fp32) read once, out (bf16) written once, plus the weights (and
-        fp8 scales) of the min(E, T*k) experts the routing can touch, read once each."""
+        fp8 scales) of the experts the routing touches, read once each.
+
+        The inputs' router logits are i.i.d. random, so each token picks k of E experts uniformly and an
+        expert stays untouched with probability (1 - k/E)^T: E (1 - (1 - k/E)^T) experts are expected
+        to be read. (Counting min(E, T k) instead overstated the bytes by up to 1.6x, e.g. 128 against
+        the 82 experts 16 tokens touch in Qwen3-30B-A3B.)"""
         p = case.shape
         t, h, i, e = p["tokens"], p["hidden"], p["inter"], p["experts"]
-        touched = min(e, t * p["top_k"])
+        touched = e * (1 - (1 - p["top_k"] / e) ** t)
         weights = touched * 3 * h * i * BYTES_PER_ELEMENT[dtype]
         scales = touched * (2 * i + h) * 4 if dtype == "fp8" else 0
         return float(2 * t * h * 2 + t * e * 4 + weights + scales)
