@@ -1,4 +1,4 @@
-"""`flybench ingest`: build or update the DuckDB store from an asv results tree."""
+"""`flybench ingest`: build or update the DuckDB store from asv results trees."""
 
 from __future__ import annotations
 
@@ -14,9 +14,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "ingest", help="load asv results into DuckDB (idempotent, incremental)",
         description="Load new or changed asv results files (and their .cases.jsonl sidecars) into DuckDB. "
+                    "Without a results_dir: this project's tree and every other subject's tree beside it "
+                    "(results/<subject>/ with its own asv.conf.json, e.g. results/flydsl/). "
                     "Exit status: 0 all loaded, 1 some files failed (the others loaded), 2 bad input.")
     parser.add_argument("results_dir", nargs="?", type=Path,
-                        help="asv's results_dir (default: the results_dir of --config)")
+                        help="asv's results_dir (default: the results_dir of --config, plus the other subjects' trees)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
     parser.add_argument("--subject", help="repository whose commits these are (default: the asv config's project)")
     parser.add_argument("--config", type=Path, help="asv config naming the subject and the results_dir "
@@ -26,7 +28,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
-    results_dir = args.results_dir or default_results_dir(args.config or Path("asv.conf.json"))
-    report = ingest(results_dir, args.db, args.subject, config=args.config, branch=args.branch)
-    print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
-    return 0 if report.ok else 1
+    if args.results_dir:
+        trees = [args.results_dir]
+    else:
+        main_tree = default_results_dir(args.config or Path("asv.conf.json"))
+        trees = [main_tree, *subject_trees(main_tree.parent, main_tree)]
+    status = 0
+    for tree in trees:
+        first = tree == trees[0]  # --subject and --config name the first tree; the others carry their own config
+        report = ingest(tree, args.db, args.subject if first else None, config=args.config if first else None,
+                        branch=args.branch)
+        print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
+        status = max(status, 0 if report.ok else 1)
+    return status
+
+
+def subject_trees(results_root: Path, main_tree: Path) -> list[Path]:
+    """The other subjects' results trees: folders beside the main one that carry their own asv config."""
+    return sorted(p.parent for p in results_root.glob("*/asv.conf.json") if p.parent.resolve() != main_tree.resolve())

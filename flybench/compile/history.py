@@ -67,6 +67,15 @@ def touching_commits(repo: Path, paths: tuple[str, ...], ref: str = "HEAD") -> l
     return commits
 
 
+def named_commits(repo: Path, names: list[str]) -> list[Commit]:
+    """The commits given by name (hash, branch, tag), in the order given."""
+    commits = []
+    for name in names:
+        sha, date, subject = git(repo, "log", "-1", "--format=%H%x09%cs%x09%s", name).strip().split("\t", 2)
+        commits.append(Commit(sha, int(git(repo, "rev-list", "--count", sha)), date, subject))
+    return commits
+
+
 def wheel_counts(repo: Path, versions: list[str]) -> dict[str, int]:
     """Each wheel's build commit count: `X.devN` is N; a release is its tag's count (unknown tags left out)."""
     tags = set(git(repo, "tag", "--list", "v*").split())
@@ -142,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--flydsl-repo", type=Path, required=True, help="a clone of github.com/ROCm/FlyDSL")
     parser.add_argument("--ref", default="HEAD", help="branch or commit whose history to walk (default: HEAD)")
     parser.add_argument("--limit", type=int, default=None, help="only the newest N commits that qualify")
+    parser.add_argument("--commit", action="append", help="compile these commits instead of walking the history "
+                                                          "(repeatable; e.g. a pull request's base and head)")
     parser.add_argument("--machine", default="cpu-compile", help="asv machine name (default: cpu-compile)")
     parser.add_argument("--path", action="append", help=f"paths a commit must touch (default: {', '.join(PATHS)})")
     parser.add_argument("--plan", action="store_true", help="print commit -> wheel and stop")
@@ -152,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     repo = args.flydsl_repo.expanduser().resolve()
     try:
-        commits = touching_commits(repo, tuple(args.path or PATHS), args.ref)[-(args.limit or 0):]
+        commits = (named_commits(repo, args.commit) if args.commit else
+                   touching_commits(repo, tuple(args.path or PATHS), args.ref)[-(args.limit or 0):])
         counts = wheel_counts(repo, published_versions())
     except FlybenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
