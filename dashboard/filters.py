@@ -16,6 +16,8 @@ import streamlit as st
 SCOPE = (("subject", "Subject (repository)"), ("arch", "Architecture"), ("machine", "Machine"),
          ("workload", "Workload"), ("provider", "Provider"), ("dtype", "Dtype"), ("case", "Shape (case)"))
 """The filters every page shares, in the order they narrow each other."""
+RUNS = ("main only", "pull requests", "all")
+"""Which runs of an imported history (FlyDSL's CI) to show; flybench's own rows have no run context."""
 
 
 def _options(values: Iterable[Any]) -> list[str]:
@@ -59,3 +61,18 @@ def within(frame: pd.DataFrame, allowed: pd.DataFrame, fields: Sequence[str] = t
         if field in frame and field in allowed:
             keep &= frame[field].isin(set(allowed[field].dropna())) | frame[field].isna()
     return frame[keep]
+
+
+def imported_runs(rows: pd.DataFrame) -> pd.DataFrame:
+    """Imported histories (FlyDSL's CI) hold main-branch and pull-request runs: main only unless asked.
+
+    flybench's own rows have no run context and always pass. The choice is the
+    `runs` URL parameter, so every page that shows imported rows agrees on it.
+    """
+    contexts = set(rows["run_context"].dropna()) if "run_context" in rows else set()
+    if not contexts - {"main"}:
+        return rows
+    choice = st.sidebar.radio("Imported runs", RUNS, key="runs", bind="query-params",
+                              help="FlyDSL's CI measured main pushes and pull requests; each PR is its own series.")
+    keep = {"main only": {"main"}, "pull requests": contexts - {"main"}, "all": contexts}[choice]
+    return rows[rows["run_context"].isna() | rows["run_context"].isin(keep)]

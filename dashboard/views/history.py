@@ -15,7 +15,6 @@ from dashboard import charts, commits, data, filters, frames, ui
 
 # More lines than this are unreadable (and slow to draw): the page asks for narrower filters instead.
 MAX_SERIES = 24
-RUNS = ("main only", "pull requests", "all")
 COLUMNS = ["series", "short", "commit_date", "message", "status", "value", "ci_99_a", "ci_99_b",
            "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
 
@@ -43,7 +42,7 @@ def subject_history(subject: str, benchmark: str, allowed: pd.DataFrame, log: bo
     machines = sorted(allowed["machine"].unique())
     rows = filters.within(data.load("benchmark_history", benchmark=benchmark, machines=machines, subject=subject),
                           allowed)
-    rows = imported_runs(rows)
+    rows = filters.imported_runs(rows)
     measured = (rows["status"] != "unavailable").groupby([rows["machine"], rows["env_name"], rows["params"]])
     rows = rows[measured.transform("any")]  # a series the provider never ran in has nothing to draw
     if rows.empty:
@@ -69,20 +68,6 @@ def subject_history(subject: str, benchmark: str, allowed: pd.DataFrame, log: bo
     st.caption("Detected steps, found by asv's step detection with flybench's noise calibration as "
                "`flybench regressions` finds them; the red dashed rules mark the first bad commit.")
     ui.table(steps, f"steps-{subject}", ["what", "last_good", "first_bad"])
-
-
-def imported_runs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Imported histories (FlyDSL's CI) hold main-branch and pull-request runs: main only unless asked.
-
-    flybench's own rows have no run context and always pass.
-    """
-    contexts = set(rows["run_context"].dropna()) if "run_context" in rows else set()
-    if not contexts - {"main"}:
-        return rows
-    choice = st.sidebar.radio("Imported runs", RUNS, key="runs", bind="query-params",
-                              help="FlyDSL's CI measured main pushes and pull requests; each PR is its own series.")
-    keep = {"main only": {"main"}, "pull requests": contexts - {"main"}, "all": contexts}[choice]
-    return rows[rows["run_context"].isna() | rows["run_context"].isin(keep)]
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
