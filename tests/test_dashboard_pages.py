@@ -12,6 +12,7 @@ import math
 import shutil
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +20,13 @@ import pytest
 from fixtures.asv_project import MACHINE, PROJECT
 from streamlit.testing.v1 import AppTest
 from test_dashboard_db import FAILED_REASON, SECOND, DashboardDB, dash_db  # noqa: F401  (the fixture)
+from test_import_flydsl_ci import DATA as FLYDSL_CI
+from test_import_flydsl_ci import records as flydsl_ci_records
 
+from dashboard import frames
+from flybench.importers.flydsl_ci import import_file
+from flybench.regress import RegressConfig
+from flybench.regress.report import value_text
 from flybench.store import connect
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -88,6 +95,98 @@ def test_filters_live_in_the_url(db: DashboardDB) -> None:
     at = open_page(db.path, subject=PROJECT, machine=SECOND)
     assert set(frame(at, "tflops")["machine"]) == {SECOND}
     assert at.multiselect(key="machine").value == [SECOND]
+
+
+CI_CASE = ("flash_attn", "B16S8192H16Hkv16D128_causal", "bf16", "TFLOPS")
+CI_LABEL = "attention · B16S8192H16Hkv16D128_causal · bf16"
+CI_TABLE = "table-imported-flydsl-ci"
+
+
+@pytest.fixture(scope="module")
+def ci_store(dash_db: DashboardDB, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+    """The fixture database plus FlyDSL's real CI history, imported as `flybench import flydsl-ci` does."""
+    if not FLYDSL_CI.is_file():
+        pytest.skip(f"{FLYDSL_CI} not found (the shared data folder)")
+    db = Path(shutil.copy(dash_db.path, tmp_path_factory.mktemp("flydsl-ci") / "dashboard.duckdb"))
+    assert import_file(FLYDSL_CI, db).ok
+    return db
+
+
+@pytest.fixture
+def ci_db(ci_store: Path, db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`db`'s environment (asv config, chart validation), pointed at the database with the import."""
+    monkeypatch.setenv("FLYBENCH_DB", str(ci_store))
+    return ci_store
+
+
+@cache
+def newest_ci_value(arch: str, pull_requests: bool) -> float:
+    """From the file itself: CI_CASE's newest value (by job time) on `arch`, among main runs or PR runs.
+
+    A run is a pull request's when any of its records names the PR (FlyDSL's ingest resolves it for
+    some runners' jobs only); every other run is main's.
+    """
+    raw = flydsl_ci_records()
+    pr_runs = {r["run_id"] for r in raw if r.get("pr") is not None}
+    runs = [r for r in raw if (r["op"], r["shape"], r["dtype"], r["metric"]) == CI_CASE and r["arch"] == arch
+            and (r["run_id"] in pr_runs) == pull_requests]
+    newest = max(runs, key=lambda r: r["ts"])
+    assert newest["status"] == "ok"
+    return float(newest["value"])
+
+
+def ci_table(at: AppTest) -> pd.DataFrame:
+    return next(df.value for df in at.dataframe if df.key == CI_TABLE).set_index("label")
+
+
+def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: Path) -> None:
+    at = open_page(ci_db)
+    headers = texts(at, "header")
+    assert headers[0] == "Speedup of FlyDSL over each baseline"  # flybench's own, first
+    assert headers[-1] == "Imported from FlyDSL CI (not measured by flybench)"
+    for own in (frame(at, "speedup"), frame(at, "tflops")):  # nothing imported in flybench's own heatmaps
+        assert not own["machine"].str.startswith("linux-flydsl").any() and set(own["provenance"]) == {"flybench"}
+    assert at.radio(key="runs").value == "main only"
+    table = ci_table(at)
+    gfx942, gfx950 = (newest_ci_value(arch, pull_requests=False) for arch in ("gfx942", "gfx950"))
+    case = table.loc[CI_LABEL]
+    assert (case["unit"], case["gfx942"], case["gfx950"]) == (
+        "TFLOPS", f"{value_text(gfx942, 'TFLOPS')} †", f"{value_text(gfx950, 'TFLOPS')} †")
+    assert case["ratio"] == pytest.approx(gfx950 / gfx942) and case["ratio"] > 1  # TFLOP/s: gfx950 / gfx942
+    shown = table[["gfx942", "gfx950"]].stack()
+    assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark
+    assert any(c.startswith("† Imported from flydsl-ci") for c in texts(at, "caption"))
+    assert any("(main pushes)" in c for c in texts(at, "caption"))
+
+
+def test_overview_imported_runs_filter_switches_to_pull_requests(ci_db: Path) -> None:
+    at = open_page(ci_db, runs="pull requests")
+    gfx942, gfx950 = (newest_ci_value(arch, pull_requests=True) for arch in ("gfx942", "gfx950"))
+    assert (gfx942, gfx950) != (newest_ci_value("gfx942", False), newest_ci_value("gfx950", False))
+    case = ci_table(at).loc[CI_LABEL]
+    assert (case["gfx942"], case["gfx950"]) == (f"{value_text(gfx942, 'TFLOPS')} †",
+                                                f"{value_text(gfx950, 'TFLOPS')} †")
+    assert case["ratio"] == pytest.approx(gfx950 / gfx942)
+    assert any("(pull-request runs)" in c for c in texts(at, "caption"))
+    only_toy = open_page(ci_db, subject=PROJECT)  # a subject without imports: no imported section, no run filter
+    assert "Imported from FlyDSL CI (not measured by flybench)" not in texts(only_toy, "header")
+    assert not only_toy.get("radio")
+
+
+def test_arch_ratio_inverts_times_and_keeps_throughput() -> None:
+    """Above 1 always means the head architecture is faster: TFLOP/s divide as they are, times invert."""
+    rows = pd.DataFrame([
+        {"arch": arch, "unit": unit, "value": value, "benchmark": f"x.FlydslCI.{name}", "status": "ok",
+         "params": '{"case": "c1", "provider": "flydsl", "dtype": "bf16"}', "machine": f"m-{arch}",
+         "workload": "x", "subject": "s", "commit_hash": "abc", "commit_date": pd.Timestamp("2026-07-01"),
+         "run_context": "main", "pr": None, "reason": None, "source": "flydsl-ci"}
+        for name, unit, values in (("track_tflops", "TFLOPS", (300.0, 200.0)), ("track_time", "seconds", (1e-3, 2e-3)))
+        for arch, value in zip(("gfx950", "gfx942"), values)])
+    wide = frames.by_arch(frames.newest_imported(rows)).set_index("unit", drop=False)
+    ratio = frames.arch_ratio(wide, "gfx950", "gfx942", RegressConfig())
+    assert ratio["TFLOPS"] == pytest.approx(1.5) and ratio["seconds"] == pytest.approx(2.0)
+    texts = dict(zip(wide.index, frames.ratio_text(wide, ratio, "gfx950", "gfx942")))
+    assert texts == {"TFLOPS": "1.50× †", "seconds": "2.00× †"}
 
 
 def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB) -> None:

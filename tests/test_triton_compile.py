@@ -72,3 +72,21 @@ def test_kernel_compiles_within_target_limits(arch, spec):
         assert usage["registers"] > 0 and usage["local_bytes"] == 0, usage
         ptx = compiled.asm["ptx"]
         assert (("mma" in ptx) == (spec.name in MATRIX)), spec.name
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950", "sm_90"])
+def test_compile_suite_tracks_the_provider_kernels_at_each_targets_table_entry(arch):
+    """The compile registry's triton_* provider cases are the launches the provider runs, configured per target."""
+    from flybench.compile import registry
+    from flybench.compile.capture import load_entry
+    from flybench.kernels.triton import configs, specs
+
+    plans = [case for case in registry.CASES.values() if "plan" in case.config]
+    assert {c.config["plan"]["workload"] for c in plans} == {"diffusion_attention", "moe"}
+    for case in plans:
+        spec = specs.launch_spec(arch, **case.config["plan"])
+        assert spec.fn is load_entry(case.entry), case.name
+    moe = specs.launch_spec(arch, "moe", "mixtral8x7b-t16", "bf16", "moe_gate_up")
+    entry = configs.moe_config(arch, "bf16", 16)
+    assert entry.constexprs and all(moe.constexprs[k] == v for k, v in entry.constexprs.items())
+    assert all(moe.options[k] == v for k, v in entry.options.items())

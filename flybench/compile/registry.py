@@ -121,7 +121,28 @@ OWN_CASES = (
         arches=ARCHES),
 )
 
-CASES: dict[str, KernelCase] = {case.name: case for case in OWN_CASES + CHECKOUT_CASES}
+
+
+def _plan(name: str, workload: str, case: str, dtype: str, launch: str) -> KernelCase:
+    """A kernel of the `triton` provider as one quick-suite case launches it, per target at its table entry."""
+    module = "diffusion_attention" if workload == "diffusion_attention" else "moe"
+    return KernelCase(name, "triton", "own", f"flybench.kernels.triton.{module}:{launch}",
+                      {"plan": {"workload": workload, "case": case, "dtype": dtype, "launch": launch}}, arches=ARCHES)
+
+
+TRITON_PROVIDER_CASES = (
+    # the issue's reference decode case (page 64, split-K) and its combine kernel; MoE decode and prefill shapes
+    _plan("triton_diffusion_attention:b8_ctx4k_p64", "diffusion_attention", "llama3-8b-b8-ctx4k-d32-p64-bidir", "bf16",
+          "diffusion_attention_fwd"),
+    _plan("triton_diffusion_attention:combine", "diffusion_attention", "llama3-8b-b8-ctx4k-d32-p64-bidir", "bf16",
+          "combine_splits"),
+    _plan("triton_moe:gate_up_bf16_t16", "moe", "mixtral8x7b-t16", "bf16", "moe_gate_up"),
+    _plan("triton_moe:down_bf16_t16", "moe", "mixtral8x7b-t16", "bf16", "moe_down"),
+    _plan("triton_moe:gate_up_fp8_t16", "moe", "mixtral8x7b-t16", "fp8", "moe_gate_up"),
+    _plan("triton_moe:gate_up_bf16_t4096", "moe", "dsv3-tp8-t4096", "bf16", "moe_gate_up"),
+)
+
+CASES: dict[str, KernelCase] = {case.name: case for case in OWN_CASES + TRITON_PROVIDER_CASES + CHECKOUT_CASES}
 
 
 def get_case(name: str) -> KernelCase:

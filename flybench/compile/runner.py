@@ -112,8 +112,14 @@ def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
     if case.origin == "checkout":
         files = sources.kernel_sources(src, case.module)
         return {"origin": "checkout", "path": str(src), "hash": cache.hash_files(files, base=src), "commit": _commit(src)}
-    path = cache.ROOT / (OWN_FLYDSL_FILE if case.backend == "flydsl" else "flybench/compile/triton_kernels.py")
-    return {"origin": "own", "path": str(path.relative_to(cache.ROOT)), "hash": cache.hash_files([path])}
+    if case.backend == "flydsl":
+        files = [cache.ROOT / OWN_FLYDSL_FILE]
+    elif "plan" in case.config:  # the provider's kernels, plans and configuration tables
+        files = sorted((cache.ROOT / "flybench" / "kernels" / "triton").glob("*.py"))
+    else:
+        files = [cache.ROOT / "flybench" / "compile" / "triton_kernels.py"]
+    return {"origin": "own", "path": str(files[0].parent.relative_to(cache.ROOT)),
+            "hash": cache.hash_files(files, base=cache.ROOT)}
 
 
 @functools.lru_cache(maxsize=16)

@@ -156,13 +156,14 @@ _SIDE_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s", "roofline_fraction": "fracti
 
 
 def result_facets(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
-    """One row per (subject, machine, benchmark, case, provider, dtype) with results: what the filters offer.
+    """One row per (subject, machine, benchmark, case, provider, dtype, source) with results: what the filters offer.
 
     With the machine's architecture, the benchmark's unit and the number of
-    commits measured, so a page can fill its selectors without loading rows.
+    commits measured, so a page can fill its selectors without loading rows;
+    `source` (who measured) lets a page keep imported rows apart from flybench's own.
     """
     return _query(db_path, f"""
-        SELECT r.subject, r.machine, m.arch, r.benchmark, {_CASE_COLUMNS}, any_value(r.unit) AS unit,
+        SELECT r.subject, r.machine, m.arch, r.benchmark, {_CASE_COLUMNS}, r.source, any_value(r.unit) AS unit,
                count(DISTINCT r.commit_hash) AS commits, count(*) FILTER (WHERE r.status = 'ok') AS ok_rows
         FROM results r LEFT JOIN machines m ON m.name = r.machine
         GROUP BY ALL ORDER BY ALL""")

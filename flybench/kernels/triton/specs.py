@@ -118,6 +118,18 @@ def kernel_specs(arch: str, shape_set: str = "full") -> list[KernelSpec]:
     return list(specs.values())
 
 
+def launch_spec(arch: str, workload: str, case: str, dtype: str, launch: str) -> KernelSpec:
+    """The compile of one named launch of one case's plan on `arch`, at that architecture's table entry."""
+    work = get_workload(workload)
+    found = work.case(case)
+    plan = cases.build(found, dtype, cases.meta_inputs(found, dtype, arch), arch)
+    for step in plan.launches:
+        if step.name == launch:
+            return KernelSpec(step.name, step.kernel, *specialize(step, TARGETS[arch][0]), dict(step.options),
+                              [f"{case}/{dtype}"])
+    raise ValueError(f"{workload} {case} {dtype} launches {', '.join(s.name for s in plan.launches)}, not {launch}")
+
+
 def resources(compiled: Any) -> dict[str, int]:
     """Registers, spills and shared memory of a compiled kernel, from its metadata and binary."""
     found = {"shared": int(compiled.metadata.shared), "num_warps": int(compiled.metadata.num_warps)}
