@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flybench.compile.cache import ROOT, cache_root
+from flybench.compile.registry import CHECKOUT_CASES
 from flybench.compile.runner import CHECKOUT_ENV
 from flybench.errors import FlybenchError
 
@@ -146,6 +147,33 @@ def run_commit(commit: Commit, src: Path, wheel: Path, config: Path, machine: st
     return subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode
 
 
+def outcomes(commit: Commit, src: Path, wheel: Path) -> list[dict]:
+    """The records of the checkout kernels of one commit under its wheel, as `python -m flybench.compile` reports
+    them (from the compile cache once the commit has been run; compiling what is missing otherwise)."""
+    path = os.pathsep.join([str(wheel), str(ROOT)])
+    names = [arg for case in CHECKOUT_CASES for arg in ("-k", case.name)]
+    done = subprocess.run([sys.executable, "-m", "flybench.compile", "--flydsl-src", str(src), "--arch", "gfx942",
+                           "--arch", "gfx950", "--format", "json", *names], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": path})
+    if done.returncode == 2 or not done.stdout.strip():
+        raise FlybenchError(f"{commit.hash[:10]}: python -m flybench.compile failed: {done.stderr.strip()[-300:]}")
+    return json.loads(done.stdout)
+
+
+def summary(plan: list[tuple[Commit, str]], work: Path, repo: Path) -> str:
+    """Markdown: per commit, the wheel used and how its checkout kernels fared on gfx942 and gfx950."""
+    lines = ["| commit | date | wheel | compiled | failed | absent | n/a | first failure |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | --- |"]
+    for commit, version in plan:
+        records = outcomes(commit, export_kernels(repo, commit, work / "trees"), install_wheel(version, work / "wheels"))
+        count = {s: sum(r["status"] == s for r in records) for s in ("ok", "failed", "unavailable", "not_applicable")}
+        reasons = sorted({(r["reason"] or "").split(" (at ")[0][:90] for r in records if r["status"] == "failed"})
+        lines.append(f"| `{commit.hash[:8]}` {commit.subject[:48]} | {commit.date} | {version} | {count['ok']} | "
+                     f"{count['failed']} | {count['unavailable']} | {count['not_applicable']} | "
+                     f"{reasons[0] if reasons else ''} |")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m flybench.compile.history", description=__doc__.splitlines()[0])
     parser.add_argument("--flydsl-repo", type=Path, required=True, help="a clone of github.com/ROCm/FlyDSL")
@@ -156,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--machine", default="cpu-compile", help="asv machine name (default: cpu-compile)")
     parser.add_argument("--path", action="append", help=f"paths a commit must touch (default: {', '.join(PATHS)})")
     parser.add_argument("--plan", action="store_true", help="print commit -> wheel and stop")
+    parser.add_argument("--summary", action="store_true",
+                        help="print, from the compile cache, how each commit's checkout kernels fared, and stop")
     return parser
 
 
@@ -175,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         return 0
     work = cache_root() / "history"
+    if args.summary:
+        print(summary(plan, work, repo))
+        return 0
     config = asv_config(repo, work)
     subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", str(config), "--machine",
                     args.machine], cwd=ROOT, capture_output=True, check=True)

@@ -124,12 +124,17 @@ def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
 
 @functools.lru_cache(maxsize=16)
 def _commit(src: Path) -> str:
-    """The checkout's HEAD, when it is a git work tree (an exported tree has none)."""
+    """The checkout's HEAD when `src` is the top of its own git work tree (an export inside another repository,
+    or a tree without git, has no commit of its own)."""
     try:
-        done = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
+        done = subprocess.run(["git", "-C", str(src), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                              text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    return done.stdout.strip() if done.returncode == 0 else "unknown (not a git work tree)"
+    lines = done.stdout.split()
+    if done.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != src.resolve():
+        return "unknown (not the top of a git work tree)"
+    return lines[1]
 
 
 def _environment(backend: str, arch: str, toolkit: toolchain.Toolkit, src: Path | None) -> dict[str, str]:
