@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from flybench.hardware import PEAKS
+from flybench.regress.config import RegressConfig
 from flybench.regress.report import value_text
 
 FLYBENCH = "flybench"
@@ -23,6 +25,10 @@ FLYBENCH = "flybench"
 SUBJECT_PROVIDER = "flydsl"
 """The provider whose standing the Overview is about, when it has results."""
 CASE_KEY = ["subject", "machine", "arch", "workload", "shape_set", "case", "dtype"]
+IMPORTED_KEY = ["subject", "arch", "benchmark", "params"]
+"""An imported case per architecture: the source's op (benchmark), shape and dtype (params) and metric (unit)."""
+ARCH_FIELDS = ["value", "status", "why", "machine", "commit_hash", "commit_date", "run_context", "pr"]
+"""What `by_arch` keeps of each architecture's newest row besides its text, as `<arch> <field>`."""
 FAILED_REASON = "the benchmark raised; asv recorded no value"
 SIDE_METRICS = ("tflops", "gbps", "roofline_fraction")
 
@@ -53,10 +59,13 @@ def fmt(value: Any, unit: str | None) -> str:
 
 
 def cell_text(status: str, value: Any, unit: str | None) -> str:
-    """What a cell says: the value only when the status is ok; 'failed' or 'n/a' otherwise."""
-    if status == "failed":
-        return "failed"
-    return fmt(value, unit) if status == "ok" else "n/a"
+    """What a cell says: the value only when the status is ok; else 'n/a' (unavailable) or the status itself.
+
+    Imported rows have statuses of their own ('skipped', 'missing'), which say more than 'n/a'.
+    """
+    if status == "ok":
+        return fmt(value, unit)
+    return "n/a" if status == "unavailable" or not isinstance(status, str) else status
 
 
 def reason_text(status: str, reason: Any) -> str:
@@ -99,13 +108,79 @@ def newest_per_case(latest: pd.DataFrame) -> pd.DataFrame:
 
     `shown` is the cell text and `why` the hover's reason; values of cases that are not ok are blanked.
     """
-    rows = provenance(without_failed_values(latest)).sort_values("commit_date", na_position="first", kind="stable")
-    rows = rows.drop_duplicates(CASE_KEY + ["provider"], keep="last").reset_index(drop=True)
-    rows["label"] = case_label(rows) if len(rows) else pd.Series(dtype=str)
+    return _newest(latest, CASE_KEY + ["provider"], case_label)
+
+
+def newest_imported(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per architecture, the newest row of each imported case (op, shape, dtype, metric), as `newest_per_case`.
+
+    Keyed on the benchmark and all its parameters, not on flybench's case key:
+    FlyDSL's MoE kernels or GEMM tiles share a shape and must not hide each other.
+    """
+    return _newest(rows, IMPORTED_KEY, imported_label)
+
+
+def _newest(rows: pd.DataFrame, key: list[str], label: Callable[[pd.DataFrame], pd.Series]) -> pd.DataFrame:
+    """The newest row (by commit date) per `key`, labelled, with its cell text and reason."""
+    rows = provenance(without_failed_values(rows)).sort_values("commit_date", na_position="first", kind="stable")
+    rows = rows.drop_duplicates(key, keep="last").reset_index(drop=True)
+    rows["label"] = label(rows) if len(rows) else pd.Series(dtype=str)
     rows["shown"] = [mark(cell_text(s, v, u), p) for s, v, u, p in
                      zip(rows["status"], rows["value"], rows["unit"], rows["provenance"])]
     rows["why"] = [reason_text(s, r) for s, r in zip(rows["status"], rows["reason"])]
     return rows
+
+
+def imported_label(frame: pd.DataFrame) -> pd.Series:
+    """'moe · t16-d7168x256-e257k9 · moe_gemm1 · fp8': the source's own names, the provider left out.
+
+    The workload (FlyDSL's op where none maps), then every parameter but the provider.
+    """
+    rest = frame["params"].map(lambda p: " · ".join(str(v) for k, v in params_dict(p).items() if k != "provider"))
+    return frame["workload"].astype(str) + " · " + rest
+
+
+def by_arch(newest: pd.DataFrame) -> pd.DataFrame:
+    """One row per imported case, the newest text of each architecture in a column named after it.
+
+    The rest of each architecture's row follows as `<arch> <field>` (ARCH_FIELDS), for the download
+    and for `arch_ratio`.
+    """
+    index = ["subject", "workload", "label", "unit", "benchmark", "params", "provenance"]
+    rows = newest[newest["arch"].notna()].drop_duplicates(index + ["arch"])
+    wide = rows.set_index(index + ["arch"])[["shown", *ARCH_FIELDS]].unstack("arch")
+    wide.columns = [arch if field == "shown" else f"{arch} {field}" for field, arch in wide.columns]
+    return wide.reset_index()
+
+
+def arch_ratio(wide: pd.DataFrame, head: str, base: str, config: RegressConfig) -> pd.Series:
+    """How much faster `head` is than `base` on each case of `by_arch`: above 1, faster, whatever the unit.
+
+    A bigger-is-better unit (TFLOP/s, TB/s, as flybench's regression config
+    says) divides head by base; a time is inverted (base / head). NaN unless
+    both sides have an ok value.
+    """
+    if f"{head} value" not in wide or f"{base} value" not in wide:
+        return pd.Series(np.nan, index=wide.index, dtype=float)
+    h, b = (wide[f"{arch} value"].astype(float) for arch in (head, base))
+    ok = (wide[f"{head} status"] == "ok") & (wide[f"{base} status"] == "ok") & (h > 0) & (b > 0)
+    bigger = np.array([config.thresholds(n, p, u).bigger_is_better
+                       for n, p, u in zip(wide["benchmark"], wide["params"], wide["unit"])], dtype=bool)
+    return pd.Series(np.where(bigger, h / b.where(ok, 1.0), b / h.where(ok, 1.0)), index=wide.index).where(ok)
+
+
+def ratio_text(wide: pd.DataFrame, ratio: pd.Series, head: str, base: str) -> list[str]:
+    """'1.43× †', or which side has no value ('gfx942 skipped †'); the provenance mark as on every imported cell."""
+    texts = []
+    for r, provenance_value, *statuses in zip(ratio, wide["provenance"], wide[f"{head} status"],
+                                              wide[f"{base} status"]):
+        if pd.isna(r):
+            text = " and ".join(f"{arch} {s if isinstance(s, str) else 'not measured'}"
+                                for arch, s in zip((head, base), statuses) if s != "ok") or "no ratio (a value of 0)"
+        else:
+            text = f"{r:.2f}×"
+        texts.append(mark(text, provenance_value))
+    return texts
 
 
 def speedup_pairs(latest: pd.DataFrame) -> pd.DataFrame:

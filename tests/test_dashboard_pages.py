@@ -8,6 +8,7 @@ real H200 results of `flybench run`.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import subprocess
@@ -79,15 +80,29 @@ def test_overview_shows_speedups_and_failures_never_as_speed(db: DashboardDB) ->
     assert charts(at) == 2 and len(at.get("download_button")) == 2
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def newest_h200_median(workload: str, case: str, provider: str, dtype: str) -> float:
+    """The case's median in the newest committed H200 run (by the commit date asv recorded)."""
+    runs = sorted((json.loads(p.with_name(p.name.replace(".cases.jsonl", ".json")).read_text())["date"], p)
+                  for p in (ROOT / "results" / "flybench" / "dev-h200").glob("*.cases.jsonl"))
+    records = [json.loads(line) for line in runs[-1][1].read_text().splitlines()]
+    [median] = [r["median_s"] for r in records if (r["workload"], r["case"], r["provider"], r["dtype"], r["status"])
+                == (workload, case, provider, dtype, "ok")][-1:]
+    return median
+
+
 def test_overview_without_flydsl_says_so_and_uses_a_reference(db: DashboardDB) -> None:
     if not db.has_h200:
         pytest.skip("the real H200 results (results/flybench/dev-h200) are not in this checkout")
     at = open_page(db.path, subject="flybench")
     assert any("No FlyDSL results exist yet on dev-h200" in w for w in texts(at, "warning"))
-    assert at.selectbox(key="reference").value in {"cublas", "flex"}
+    assert at.selectbox(key="reference").value in {"cublas", "flex", "torch"}
     latest = frame(at, "tflops").set_index(["label"])
     gemm = latest.loc["gemm · 8192x8192x8192 · bf16"]
-    assert gemm["provider"] == "cublas" and gemm["shown"] == "1.62ms" and gemm["roofline_fraction"] > 0.5
+    assert gemm["provider"] == "cublas" and gemm["roofline_fraction"] > 0.5
+    assert gemm["shown"] == f"{newest_h200_median('gemm', '8192x8192x8192', 'cublas', 'bf16') * 1e3:.2f}ms"
     assert any("computed against: vendor" in c for c in texts(at, "caption"))
 
 
@@ -99,7 +114,6 @@ def test_filters_live_in_the_url(db: DashboardDB) -> None:
 
 CI_CASE = ("flash_attn", "B16S8192H16Hkv16D128_causal", "bf16", "TFLOPS")
 CI_LABEL = "attention · B16S8192H16Hkv16D128_causal · bf16"
-CI_TABLE = "table-imported-flydsl-ci"
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +150,9 @@ def newest_ci_value(arch: str, pull_requests: bool) -> float:
 
 
 def ci_table(at: AppTest) -> pd.DataFrame:
-    return next(df.value for df in at.dataframe if df.key == CI_TABLE).set_index("label")
+    """The imported section's table (not the rows behind its chart, which also name the workload)."""
+    return next(df.value for df in at.dataframe
+                if "ratio" in df.value.columns and "workload" not in df.value.columns).set_index("label")
 
 
 def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: Path) -> None:
@@ -153,7 +169,7 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     assert (case["unit"], case["gfx942"], case["gfx950"]) == (
         "TFLOPS", f"{value_text(gfx942, 'TFLOPS')} †", f"{value_text(gfx950, 'TFLOPS')} †")
     assert case["ratio"] == pytest.approx(gfx950 / gfx942) and case["ratio"] > 1  # TFLOP/s: gfx950 / gfx942
-    shown = table[["gfx942", "gfx950"]].stack()
+    shown = table[["gfx942", "gfx950"]].stack().dropna()  # a case may be measured on one of them only
     assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark
     assert any(c.startswith("† Imported from flydsl-ci") for c in texts(at, "caption"))
     assert any("(main pushes)" in c for c in texts(at, "caption"))

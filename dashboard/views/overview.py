@@ -5,6 +5,10 @@ per machine (named with its architecture); then every provider's latest time
 per case, coloured by the fraction of the roofline it reaches. Machines with
 no FlyDSL results (FlyDSL cannot run there yet) get the same ratios against a
 reference provider the reader picks, and the page says so plainly.
+
+Rows another system measured (FlyDSL's own CI, `flybench import flydsl-ci`)
+get a section of their own below, marked †: the newest value per architecture
+and the gfx950 / gfx942 ratio, never mixed into flybench's speedups.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, filters, frames, ui
+from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
+from flybench.regress import load_config
 
 SPEEDUP_COLUMNS = ["section", "arch", "machine", "label", "provider", "baseline", "speedup", "shown", "why", "value",
                    "value_base", "roofline_fraction", "roofline_fraction_base", "commit_hash", "provenance"]
@@ -24,6 +30,11 @@ SPEEDUP_TOOLTIP = ["section:N", "label:N", "provider:N", "baseline:N", alt.Toolt
                    alt.Tooltip("why:N", title="failed because"),
                    alt.Tooltip("roofline_fraction:Q", format=".1%", title="provider's roofline"),
                    alt.Tooltip("roofline_fraction_base:Q", format=".1%", title="baseline's roofline"), "provenance:N"]
+SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}
+"""How a section names an importer's `source`."""
+RATIO = ("gfx950", "gfx942")
+"""The architectures an imported case is compared between: head / base, above 1 = head faster."""
+RUN_NAMES = {"main": "main pushes", "pr": "pull-request runs", "branch": "runs of other branches"}
 
 
 def main() -> None:
@@ -31,17 +42,27 @@ def main() -> None:
     st.caption("The newest result of every case on every machine. Speedup = baseline time / provider time "
                "(above 1: faster). A case that failed its correctness check shows as failed, never as a speed.")
     data.require_data()
-    allowed = filters.scope(data.load("facets").query("unit == 'seconds'"))
-    latest = filters.within(data.load("latest_cases"), allowed)
-    if latest.empty:
+    facets = frames.provenance(data.load("facets"))
+    allowed = filters.scope(facets[frames.imported(facets) | (facets["unit"] == "seconds")])
+    latest = frames.provenance(filters.within(data.load("latest_cases"), allowed))
+    own, imported = latest[~frames.imported(latest)], allowed[frames.imported(allowed)]
+    if own.empty and imported.empty:
         ui.no_rows("timed cases")
         return
+    if not own.empty:
+        own_results(own)
+    if not imported.empty:
+        imported_results(imported)
+
+
+def own_results(latest: pd.DataFrame) -> None:
+    """flybench's own timed cases: speedups, machines without FlyDSL, latest results."""
     latest = latest.assign(section=latest["arch"].fillna("?") + " · " + latest["machine"])
     pairs = frames.speedup_pairs(latest)
-    has_subject = latest.groupby("section")["provider"].agg(lambda p: frames.SUBJECT_PROVIDER in set(p))
-    speedups(pairs[pairs["section"].isin(has_subject[has_subject].index)
-                   & (pairs["provider"] == frames.SUBJECT_PROVIDER)])
-    relative(latest[latest["section"].isin(has_subject[~has_subject].index)], pairs)
+    ran = latest[(latest["provider"] == frames.SUBJECT_PROVIDER) & (latest["status"] != "unavailable")]
+    with_subject = set(ran["section"])  # a FlyDSL row that could not run there is no FlyDSL result
+    speedups(pairs[pairs["section"].isin(with_subject) & (pairs["provider"] == frames.SUBJECT_PROVIDER)])
+    relative(latest[~latest["section"].isin(with_subject)], pairs)
     latest_results(latest)
 
 
@@ -97,6 +118,56 @@ def latest_results(latest: pd.DataFrame) -> None:
                              alt.Tooltip("commit_hash:N", title="commit"), "provenance:N"])
     ui.chart(figure, measured, "latest", LATEST_COLUMNS, stretch=False)
     ui.provenance_note(measured)
+
+
+def imported_results(allowed: pd.DataFrame) -> None:
+    """Results another system measured, a section per source: kept out of flybench's speedups above."""
+    units = sorted(allowed["unit"].dropna().unique())
+    rows = pd.concat([data.load("latest_cases", unit=unit) for unit in units], ignore_index=True)
+    rows = frames.provenance(filters.within(rows, allowed))
+    rows = filters.imported_runs(rows[frames.imported(rows)])  # the same main / PR choice as History's
+    if rows.empty:
+        ui.no_rows("imported results of these runs")
+    for source, group in rows.groupby("provenance", sort=True):
+        imported_source(str(source), frames.newest_imported(group))
+
+
+def imported_source(source: str, newest: pd.DataFrame) -> None:
+    """One source's newest value per architecture and case, then the gfx950 / gfx942 ratio where both have one."""
+    head, base = RATIO
+    wide = frames.by_arch(newest)
+    wide["ratio"] = frames.arch_ratio(wide, head, base, load_config())
+    wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
+    archs = sorted(newest["arch"].dropna().unique())
+    runs = ", ".join(RUN_NAMES.get(c, c) for c in sorted(set(newest["run_context"].dropna())))
+    st.header(f"Imported from {SOURCE_NAMES.get(source, source)} (not measured by flybench)", divider="gray")
+    st.caption(f"The newest value of every case {source} measured on {', '.join(archs)} ({runs}), on its own "
+               f"runners ({', '.join(sorted(newest['machine'].unique()))}) with its own method: one value per CI job, "
+               "no samples. Compare these with each other, never with flybench's measurements above. "
+               f"{head} vs {base} = how much faster {head} is: throughput (TFLOP/s, TB/s) divided as it is, "
+               "times inverted; above 1: faster. Each side is its architecture's newest run, "
+               "which may be of another commit (see the hover).")
+    arch_ratios(wide, head, base, source)
+    ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio"], column_config={
+        "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×")})
+    ui.provenance_note(newest)
+
+
+def arch_ratios(wide: pd.DataFrame, head: str, base: str, source: str) -> None:
+    """The ratio heatmap, a panel per workload, over the cases measured on both architectures."""
+    if head not in wide or base not in wide or not (both := wide[head].notna() & wide[base].notna()).any():
+        st.caption(f"No case in this selection was measured on both {head} and {base}, so there is no ratio.")
+        return
+    shown = wide.loc[both, ["workload", "label", "unit", head, base, "ratio", "shown", "provenance"]].assign(
+        **{f"{arch}_commit": wide.loc[both, f"{arch} commit_hash"].str[:8] for arch in (head, base)})
+    figure = charts.heatmap(shown, "unit", "label", "ratio", f"{head} vs {base}", SPEEDUP_SCALE,
+                            "datum.ratio > 1.6 || datum.ratio < 0.62",
+                            ["label:N", "unit:N", f"{head}:N", f"{base}:N", alt.Tooltip("ratio:Q", format=".3f"),
+                             *(alt.Tooltip(f"{arch}_commit:N", title=f"{arch} commit") for arch in (head, base)),
+                             "provenance:N"], section="workload")
+    ui.chart(figure, wide[both], f"imported-ratio-{source}", ["workload", "label", "unit", head, base, "ratio", "shown",
+                                                              f"{head} commit_hash", f"{base} commit_hash"],
+             stretch=False)
 
 
 main()
