@@ -58,7 +58,6 @@ def two_commits(repo: str, machines: list[str]) -> pd.DataFrame | None:
                           for side, short in (("base", base), ("head", head))
                           for r in described[described["short"] == short].itertuples()))
     comparison = data.load("compare", machine=machine, base=full[base], head=full[head], subject=repo)
-    comparison = data.load("compare", machine=machine, base=base, head=head, subject=repo)
     st.markdown(f"**{summary_line(comparison)}**")
     changes = analysis.resource_rows(comparison)
     if not changes.empty:
