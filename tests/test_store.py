@@ -276,3 +276,44 @@ def test_a_file_whose_rows_collide_is_reported_and_the_others_load(results: Path
     assert error.path == str(copy) and "ConstraintException" in error.message
     assert len(report.loaded) == 6 and count(db, "SELECT count(*) FROM results") == 24
     assert count(db, "SELECT count(*) FROM ingested_files WHERE path LIKE '%ffffffff-%'") == 0
+
+
+def test_files_orjson_cannot_read_exactly_are_read_as_json_reads_them(results: Path, db: Path,
+                                                                      project: AsvProject) -> None:
+    for index in range(6):
+        path = results / project.results_file(index).relative_to(project.results_dir)
+        data = json.loads(path.read_text())
+        data["requirements"] = {"big": 2**70, "negative": -(10**19)}  # beyond 64 bits: orjson would give floats
+        if index == 5:
+            data["results"]["attention.Quick.track_tflops"][0][0] = float("nan")  # flydsl skipped: asv writes NaN
+        if index == 4:
+            data["results"]["attention.Quick.track_tflops"][0][0] = 2**64  # stored as a double either way
+        path.write_text(json.dumps(data))
+    assert "NaN" in path.read_text()
+    assert ingest(results, db).ok
+    tflops = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops", {**FLYDSL}))
+    assert tflops[5]["value"] is None and tflops[5]["status"] == "unavailable"
+    assert tflops[4]["status"] == "ok" and tflops[4]["value"] == float(2**64)
+    with connect(db, read_only=True) as conn:
+        (requirements,) = conn.execute("SELECT requirements FROM environments").fetchone()
+    assert json.loads(requirements) == {"big": 2**70, "negative": -(10**19)}
+
+
+@pytest.mark.parametrize("document", [
+    '{"v": [1.5, NaN, Infinity, -Infinity, 1e400]}', '{"v": 123456789012345678901234567890}',
+    '{"v": -9999999999999999999, "w": 18446744073709551616}', '{"v": "\\ud800"}', '{"v": 1, "v": 2}',
+    '{"v": [0.1, 1e-300, 0.00012345678901234567, -0.0, 9007199254740993]}', '{"v": "12345678901234567890123"}',
+])
+def test_results_json_is_parsed_as_asv_parses_it(tmp_path: Path, document: str) -> None:
+    from flybench.store.asv_files import load_json
+
+    path = tmp_path / "results.json"
+    path.write_text(document[:-1] + ', "version": 2}')
+    expected = json.loads(document)
+    assert repr(load_json(path, 2)) == repr(expected)  # repr: NaN, -0.0 and int versus float told apart
+    path.write_text(document[:-1] + ', "version": 1}')
+    with pytest.raises(Exception, match="old file format"):
+        load_json(path, 2)
+    path.write_text(document[: len(document) // 2])
+    with pytest.raises(Exception, match="Error parsing JSON"):
+        load_json(path, 2)

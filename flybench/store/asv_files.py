@@ -2,7 +2,8 @@
 
 asv's `util.load_json` does the parsing and the format-version check, so a
 file flybench accepts is one `asv compare` accepts, with asv's error when it
-is not. A results file in the plain shape `asv run` writes (format 2) is then
+is not (results files are parsed by orjson where that gives the same data:
+see `load_json`). A results file in the plain shape `asv run` writes (format 2) is then
 turned into columns directly, which is what lets ingest keep up with a
 nightly-sized tree; any other shape goes through asv's own `Results.load`,
 which gives the same rows, or asv's error. Nothing here touches the
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from asv import util
@@ -106,12 +108,37 @@ class ResultsFile:
     def row_count(self) -> int:
         return self.table.num_rows if self.table is not None else len(self.rows or ())
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled (from a worker process that read it) with the table as one Arrow IPC stream:
+        several times cheaper to write and read than pickling its columns one by one."""
+        table = None
+        if self.table is not None:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, self.table.schema) as writer:
+                writer.write_table(self.table)
+            table = sink.getvalue().to_pybytes()
+        return _unpickle_results_file, (self.commit_hash, self.commit_date, self.environment, self.rows, table)
 
-def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
-    """All rows of one results file, one per benchmark x parameter combination."""
-    data = util.load_json(str(path), Results.api_version)  # asv's parse error and version check
+
+def _unpickle_results_file(commit_hash: str, commit_date: dt.datetime | None, environment: dict[str, Any],
+                           rows: list[dict[str, Any]] | None, table: bytes | None) -> ResultsFile:
+    return ResultsFile(commit_hash, commit_date, environment, rows,
+                       None if table is None else pa.ipc.open_stream(table).read_all())
+
+
+def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
+                 content: bytes | None = None) -> ResultsFile:
+    """All rows of one results file, one per benchmark x parameter combination.
+
+    `content`, when given, is the file's bytes as already read (for its
+    fingerprint): they are parsed instead of reading the file again.
+    """
+    data, by_orjson = _load_json(path, Results.api_version, content, big_integers_as_floats=True)
     try:
-        return _read_direct(data, machine, benchmarks)
+        try:
+            return _read_direct(data, machine, benchmarks, big_floats_not_plain=by_orjson)
+        except _BigFloat:  # maybe an integer beyond 64 bits in the file: read it as `json` does, and again
+            return _read_direct(load_json(path, Results.api_version, content), machine, benchmarks)
     except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
         return _read_with_asv(path, machine, benchmarks)
 
@@ -149,8 +176,89 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
     return ResultsFile(results.commit_hash, _timestamp(results.date), environment, rows)
 
 
+def load_json(path: Path, api_version: int, content: bytes | None = None) -> Any:
+    """asv's `util.load_json(path, api_version)`, parsed by orjson when it can be: the same data, or asv's error.
+
+    orjson reads a results file several times faster than the standard
+    library, but it is stricter (no NaN, which asv writes for a skipped
+    case; no lone surrogate) and reads an integer beyond 64 bits as a float.
+    Such files, and any file orjson refuses, are parsed by `json` as asv
+    parses them; a file that one cannot parse either, or whose format
+    version is not `api_version`, goes to asv itself for its own error.
+    `content`, when given, is the file's bytes, already read.
+    """
+    return _load_json(path, api_version, content, big_integers_as_floats=False)[0]
+
+
+def _load_json(path: Path, api_version: int, content: bytes | None,
+               big_integers_as_floats: bool) -> tuple[Any, bool]:
+    """`load_json`, and whether orjson parsed it (so a float of 2**63 or more may be an integer of the file).
+
+    With `big_integers_as_floats`, the file is not searched for such
+    integers first: the caller checks the floats it uses instead.
+    """
+    if content is None:
+        content = path.read_bytes()
+    data, by_orjson = None, False
+    if big_integers_as_floats or not _may_hold_a_big_integer(content):
+        try:
+            data, by_orjson = orjson.loads(content), True
+        except orjson.JSONDecodeError:
+            pass
+    if data is None:
+        by_orjson = False
+        try:
+            data = json.loads(content.decode("utf-8"))
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError)
+            data = None
+    if type(data) is dict and "version" in data and data["version"] == api_version:
+        del data["version"]
+        return data, by_orjson
+    return util.load_json(str(path), api_version), False  # asv's parse error or version check, in asv's words
+
+
+_BIG = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
+
+
+def _holds_big_float(value: Any) -> bool:
+    """Whether a parsed JSON value holds a float of magnitude `_BIG` or more (an integer, maybe, in the file)."""
+    if type(value) is float:
+        return abs(value) >= _BIG
+    if type(value) is dict:
+        return any(map(_holds_big_float, value.values()))
+    if type(value) is list:
+        return any(map(_holds_big_float, value))
+    return False
+
+
+def _has_big(array: pa.Array | pa.ChunkedArray) -> bool:
+    return bool(pc.any(pc.greater_equal(pc.abs(array), _BIG)).as_py())
+
+
+# Each byte as "d" (a digit), "b" (what can stand just before a number: `:`, `,`, `[`, whitespace, `-`) or "x".
+_DIGITS_AND_STARTS = bytes(
+    ord("d") if c in b"0123456789" else ord("b") if c in b":,[ \t\n\r-" else ord("x")
+    for c in range(256))
+_BIG_INTEGER = b"b" + b"d" * 19
+
+
+def _may_hold_a_big_integer(content: bytes) -> bool:
+    """Whether `content` may hold a JSON integer beyond 64 bits: a number that starts with 19 digits.
+
+    orjson reads such an integer as a float, `json` as an int. Digits in a
+    string, or in a number with a fraction or an exponent, can make this
+    true for a file without one: it is then only parsed by `json`, as asv does.
+    """
+    classes = content[:19].translate(_DIGITS_AND_STARTS)
+    return classes == _BIG_INTEGER[1:] or _BIG_INTEGER in content.translate(_DIGITS_AND_STARTS)
+
+
 class _NotPlain(Exception):
     """The file is not in the shape the direct reader handles; asv's loader reads it instead."""
+
+
+class _BigFloat(_NotPlain):
+    """orjson's data holds a float that may be an integer beyond 64 bits in the file (see `read_results`)."""
 
 
 _STATS = ("ci_99_a", "ci_99_b", "q_25", "q_75", "number", "repeat")
@@ -158,14 +266,18 @@ _KNOWN_COLUMNS = frozenset(("result", "params", "version", "started_at", "durati
                             *(f"stats_{s}" for s in _STATS)))
 
 
-def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
+def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
+                 big_floats_not_plain: bool = False) -> ResultsFile:
     """A format-2 results file (as `asv run` writes it) straight into typed columns.
 
     Gives exactly the rows `_read_with_asv` gives, and raises `_NotPlain` (or
     anything else) for every file whose shape is not the plain one: each
     benchmark's params a list of lists, each per-case column a list with one
     entry per parameter combination (or null), combinations unique, numbers
-    plain JSON numbers. Those files take asv's loader instead.
+    plain JSON numbers. Those files take asv's loader instead. With
+    `big_floats_not_plain` (the data is orjson's), raises `_BigFloat` where a
+    value stored here is a float of 2**63 or more, which may be an integer in
+    the file that `json` would read as an int.
     """
     if type(data) is not dict:
         raise _NotPlain
@@ -183,8 +295,9 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef]) -
     at = {key: index.get(key, len(columns)) for key in _KNOWN_COLUMNS}  # an absent column reads as null
     i_params, i_version, i_started, i_duration = at["params"], at["version"], at["started_at"], at["duration"]
     per_case = [at["result"], at["samples"], *(at[f"stats_{s}"] for s in _STATS)]
-    # Columns with a value per row (result, samples, stats), and per benchmark: its rows share those.
-    row_cols: list[list[Any]] = [[] for _ in per_case]
+    # Per benchmark: its entry (the per-case columns are read from all entries at once, below), its
+    # params texts and the values its rows share.
+    entries: list[list[Any]] = []
     params_col: list[str] = []
     names, counts, units, started, durations_col, versions = [], [], [], [], [], []
     for name in sorted(results):
@@ -193,44 +306,78 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef]) -
             raise _NotPlain
         width = len(entry)
         definition = benchmarks.get(name)
-        texts = _params_texts(name, definition, entry[i_params] if i_params < width else None)
-        n = len(texts)
-        for column, i in zip(row_cols, per_case):
-            values = entry[i] if i < width else None
-            if values is None:
-                column += [None] * n
-            elif type(values) is list and len(values) == n:
-                column += values
-            else:
-                raise _NotPlain
+        raw_params = entry[i_params] if i_params < width else None
+        known = _PARAMS.get(name)  # `_params_texts`, its usual answer without the call
+        if known is not None and known[0] is definition and known[1] == raw_params:
+            texts = known[2]
+        else:
+            texts = _params_texts(name, definition, raw_params)
         unit = definition.unit if definition else None
         version = entry[i_version] if i_version < width else None
         duration = entry[i_duration] if i_duration < width else durations.get(name)
         if not (_is_text(unit) and _is_text(version) and (duration is None or type(duration) in (int, float))):
             raise _NotPlain
+        entries.append(entry)
         params_col += texts
         names.append(name)
-        counts.append(n)
+        counts.append(len(texts))
         units.append(unit)
         versions.append(version)
         durations_col.append(duration)
         started.append(_timestamp_cached(entry[i_started] if i_started < width else None))
-    value_col, samples_col, *stat_cols = row_cols
-    per_benchmark = pa.array(np.repeat(np.arange(len(names), dtype=np.int32), counts))
+    in_all = list(zip(*entries))  # the columns every entry is wide enough to have
+    value_col, samples_col, *stat_cols = (_per_case(entries, in_all, i, counts) for i in per_case)
+    shared = pa.table({  # one row per benchmark, then one per case
+        "benchmark": pa.array(names, pa.string()), "unit": pa.array(units, pa.string()),
+        "started_at": pa.array(started, pa.timestamp("us")), "duration": _doubles(durations_col),
+        "benchmark_version": pa.array(versions, pa.string()),
+    }).take(pa.array(np.repeat(np.arange(len(names), dtype=np.int32), counts)))
     table = {
-        "benchmark": pa.array(names, pa.string()).take(per_benchmark),
-        "params": pa.array(params_col, pa.string()),
-        "unit": pa.array(units, pa.string()).take(per_benchmark),
-        **_values_and_status(value_col),
+        "benchmark": shared["benchmark"],
+        "params": _json_texts(params_col),
+        "unit": shared["unit"],
+        **_values_and_status(_flat(value_col, pa.float64())),  # NaN kept: asv's mark of a skipped case
     }
     for stat, column in zip(_STATS, stat_cols):
-        table[stat] = _integers(column) if stat in ("number", "repeat") else _doubles(column)
+        table[stat] = _integers(column) if stat in ("number", "repeat") else _null_nan(_flat(column, pa.float64()))
     table["samples"] = _sample_lists(samples_col)
-    table["started_at"] = pa.array(started, pa.timestamp("us")).take(per_benchmark)
-    table["duration"] = _doubles(durations_col).take(per_benchmark)
-    table["benchmark_version"] = pa.array(versions, pa.string()).take(per_benchmark)
+    for name in ("started_at", "duration", "benchmark_version"):
+        table[name] = shared[name]
+    if big_floats_not_plain and (
+            _holds_big_float([env_params, requirements, env_vars])
+            or any(_has_big(table[name]) for name in ("value", "ci_99_a", "ci_99_b", "q_25", "q_75", "duration"))
+            or _has_big(table["samples"].flatten())):
+        raise _BigFloat  # the rest (dates, params, versions, counts) is not stored from a float of that size
     environment = _environment(machine, env_name, env_params, requirements, env_vars)
     return ResultsFile(commit_hash, _timestamp(date), environment, None, pa.table(table))
+
+
+def _per_case(entries: list[list[Any]], in_all: list[tuple[Any, ...]], i: int, counts: list[int]) -> list[list[Any]]:
+    """Column `i` of each benchmark's entry: a list with one value per combination; null or absent, nulls.
+
+    `in_all` is the entries' columns up to the narrowest entry's width.
+    Raises `_NotPlain` for anything else.
+    """
+    column = list(in_all[i]) if i < len(in_all) else [entry[i] if i < len(entry) else None for entry in entries]
+    if None in column:  # `[...] == None` is never true: this finds only null entries
+        column = [[None] * n if values is None else values for values, n in zip(column, counts)]
+    if not _LIST.issuperset(map(type, column)) or list(map(len, column)) != counts:
+        raise _NotPlain
+    return column
+
+
+_LIST = frozenset((list,))
+
+
+def _flat(column: list[list[Any]], value_type: pa.DataType | None, from_pandas: bool = False) -> pa.Array:
+    """The lists of a `_per_case` column, one after another, as one array (of `value_type`, or inferred).
+
+    Converts each value as `pa.array(values, value_type)` of all of them would.
+    """
+    nested = pa.array(column, None if value_type is None else pa.list_(value_type), from_pandas=from_pandas)
+    if not pa.types.is_list(nested.type):
+        raise _NotPlain  # only an inferred type can be another, for no benchmarks at all (see `_integers`)
+    return nested.flatten()
 
 
 _PARAMS: dict[str, tuple[BenchmarkDef | None, list[list[str]], list[str]]] = {}
@@ -261,9 +408,8 @@ def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -
     return texts
 
 
-def _values_and_status(values: list[Any]) -> dict[str, pa.Array]:
+def _values_and_status(value: pa.Array) -> dict[str, pa.Array]:
     """asv's value as `value` (NaN as NULL) and `status`: null failed, NaN unavailable, a number ok."""
-    value = pa.array(values, pa.float64())  # NaN kept here: asv's mark of a skipped case
     nan = pc.is_nan(value)
     if not value.null_count and not pc.any(nan).as_py():
         return {"value": value, "status": pa.repeat(pa.scalar("ok"), len(value))}
@@ -281,21 +427,53 @@ def _environment(machine: str, env_name: str, params: dict[str, Any], requiremen
     }
 
 
+_JSON = pa.json_() if hasattr(pa, "json_") else None  # Arrow's JSON extension type: pyarrow 19 and later
+
+
+def _json_texts(texts: list[str]) -> pa.Array:
+    """Texts that are JSON already (`json.dumps` wrote them) as a column DuckDB takes for JSON as it is.
+
+    Cast from VARCHAR instead, DuckDB would parse each text again to check it.
+    """
+    array = pa.array(texts, pa.string())
+    return array if _JSON is None else pa.ExtensionArray.from_storage(_JSON, array)
+
+
+def _null_nan(array: pa.Array) -> pa.Array:
+    """A DOUBLE column with NaN as NULL, as `_number` makes it (and `from_pandas` would, more slowly)."""
+    nan = pc.is_nan(array)
+    if pc.any(nan).as_py():
+        return pc.if_else(nan, pa.scalar(None, pa.float64()), array)
+    return array
+
+
 def _doubles(values: list[Any]) -> pa.Array:
     """A DOUBLE column: None and NaN become NULL, as `_number` makes them."""
     return pa.array(values, pa.float64(), from_pandas=True)
 
 
-def _integers(values: list[Any]) -> pa.Array:
+def _integers(column: list[list[Any]]) -> pa.Array:
     """An INTEGER column of plain JSON integers (anything else: not plain)."""
-    array = pa.array(values)
+    if not column:
+        return pa.array([], pa.int32())
+    array = _flat(column, None)  # the type all the values have, as `pa.array(values)` infers it
     if array.type != pa.int64() and array.type != pa.null():
         raise _NotPlain
     return array.cast(pa.int32())  # safe: out of range raises, and asv's loader says what DuckDB says
 
 
-def _sample_lists(samples: list[Any]) -> pa.Array:
+def _sample_lists(column: list[list[Any]]) -> pa.Array:
     """A DOUBLE[] column: an empty or absent list is NULL, a NaN sample NULL (as before), a null sample not plain."""
+    array = _flat(column, pa.list_(pa.float64()))
+    flat = array.flatten()
+    if (flat.null_count or pc.any(pc.equal(pc.list_value_length(array), 0)).as_py()
+            or (len(flat) and pc.any(pc.is_nan(flat)).as_py())):
+        return _sample_lists_of(list(itertools.chain.from_iterable(column)))  # the few files that need it
+    return array
+
+
+def _sample_lists_of(samples: list[Any]) -> pa.Array:
+    """`_sample_lists` of each row's samples, one list (or None) per row."""
     array = pa.array(samples, pa.list_(pa.float64()))
     if pc.any(pc.equal(pc.list_value_length(array), 0)).as_py():
         samples = [s if s else None for s in samples]

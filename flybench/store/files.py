@@ -28,9 +28,14 @@ class Fingerprint:
 
 def fingerprint(path: Path, relpath: str, kind: str) -> Fingerprint:
     """The file's fingerprint now, stored under `relpath` (its path relative to the results tree)."""
+    return read_fingerprinted(path, relpath, kind)[0]
+
+
+def read_fingerprinted(path: Path, relpath: str, kind: str) -> tuple[Fingerprint, bytes]:
+    """The file's fingerprint and the very bytes it was taken of, so that a file is read only once."""
     stat = path.stat()
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Fingerprint(relpath, kind, stat.st_mtime_ns, stat.st_size, digest)
+    content = path.read_bytes()
+    return Fingerprint(relpath, kind, stat.st_mtime_ns, stat.st_size, hashlib.sha256(content).hexdigest()), content
 
 
 class FileTracker:

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from flybench.errors import FlybenchError
 from flybench.store import sidecar
 from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
 from flybench.store.db import DEFAULT_DB, connect
-from flybench.store.files import FileTracker, Fingerprint, fingerprint
+from flybench.store.files import FileTracker, Fingerprint, fingerprint, read_fingerprinted
 
 RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
@@ -136,11 +136,28 @@ def _ingest_tree(
     conn: duckdb.DuckDBPyConnection, report: IngestReport, root: Path, machine_dirs: list[Path],
     benchmarks_path: Path, benchmarks: dict[str, BenchmarkDef], readers: _Readers, branch: str | None,
 ) -> None:
-    subject = report.subject
     # Each commit is durable in the write-ahead log; folding it into the database file (a checkpoint,
     # which rewrites the primary-key index whole) is left to the end, when the connection closes,
     # rather than done every 16 MB of log: on a million-row store that rewrite dominated the ingest.
     conn.execute("SET checkpoint_threshold = '16GB'")
+    if readers.parallel:
+        # The workers parsing the files keep the other cores busy. On one thread, DuckDB inserts a batch
+        # in about half the CPU time its parallel insert takes (whose row groups are also left partly
+        # filled, for the checkpoint to merge), and the parse goes on beside it.
+        conn.execute("SET threads = 1")
+    try:
+        _ingest_files(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch)
+    finally:
+        if readers.parallel:
+            with suppress(duckdb.Error):  # never hide what went wrong before
+                conn.execute("RESET threads")  # the checkpoint at close, when the files are all parsed, has them all
+
+
+def _ingest_files(
+    conn: duckdb.DuckDBPyConnection, report: IngestReport, root: Path, machine_dirs: list[Path],
+    benchmarks_path: Path, benchmarks: dict[str, BenchmarkDef], readers: _Readers, branch: str | None,
+) -> None:
+    subject = report.subject
     tracker = FileTracker(conn, subject, root)
     # Param names and units come from benchmarks.json: when it changes, every file is re-read.
     reread_all = not tracker.is_unchanged(benchmarks_path, "benchmarks")
@@ -249,18 +266,20 @@ class _Task:
 def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[str], _Parsed | FileError]:
     """One results file and its sidecar, fingerprinted, parsed and joined; or why it cannot be read.
 
-    Fingerprints are taken before the files are read, so a change made
-    meanwhile is seen by the next ingest.
+    The results file is parsed from the very bytes its fingerprint was
+    taken of, and the sidecar is fingerprinted before it is read, so a
+    change made meanwhile is seen by the next ingest.
     """
     warnings: list[str] = []
     path, cases_path = task.path, sidecar.sidecar_path(task.path)
     try:
-        fingerprints = [fingerprint(path, task.relpath, "results")]
+        results_fingerprint, content = read_fingerprinted(path, task.relpath, "results")
+        fingerprints = [results_fingerprint]
         cases: dict[sidecar.CaseKey, dict[str, Any]] = {}
         if cases_path.is_file():
             fingerprints.append(fingerprint(cases_path, task.cases_relpath, "cases"))
             cases, warnings = sidecar.load_cases(cases_path)
-        parsed = read_results(path, task.machine, benchmarks)
+        parsed = read_results(path, task.machine, benchmarks, content)  # the bytes fingerprinted, parsed
         if parsed.table is not None:
             table = sidecar.annotate_table(parsed.table, cases)
             # None: a record holds values that only the row path stores as it always did
@@ -297,6 +316,11 @@ class _Readers:
                 self._pool.submit(int).result()  # forks every worker now
             except (OSError, BrokenProcessPool):  # no processes to be had: read here
                 self.close()
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the files are read by worker processes."""
+        return self._pool is not None
 
     def read(self, tasks: list[_Task]) -> Iterator[tuple[list[str], _Parsed | FileError]]:
         if self._pool is None or len(tasks) < 2:
@@ -383,19 +407,29 @@ class _Batch:
     """
 
     MAX_ROWS = 250_000  # above DuckDB's row group (122,880 rows), rows are written once, not also to the log
+    ROW_GROUP = 122_880  # DuckDB's rows per row group
+    FIRST_ROWS = ROW_GROUP  # the first batch is written sooner: until it is, this process has nothing to do
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, tracker: FileTracker, report: IngestReport,
                  branch: str | None) -> None:
         self._conn, self._tracker, self.report, self._branch = conn, tracker, report, branch
         self._entries: list[_Parsed | FileError] = []  # in file order, so the report lists them as read
         self._rows = 0
+        self._least = self.FIRST_ROWS
         self.machines: set[str] = set()
 
     def add(self, item: _Parsed) -> None:
         self._entries.append(item)
         self._rows += item.parsed.row_count
         self.machines.add(item.parsed.environment["machine"])
-        if self._rows >= self.MAX_ROWS:
+        # A batch is stored as full row groups and a last, partial one. Where partial row groups lie close
+        # together, the checkpoint merges them, rewriting their full neighbours too (seconds for a million
+        # rows, with DuckDB 2.0); it leaves alone partial row groups that are at least half full. So a batch
+        # ends once its last row group is, within a row group's worth of rows past MAX_ROWS (FIRST_ROWS for
+        # the first batch).
+        half_full = self._rows % self.ROW_GROUP >= self.ROW_GROUP // 2
+        if self._rows >= self._least and (half_full or self._rows >= self._least + self.ROW_GROUP):
+            self._least = self.MAX_ROWS
             self.store()
 
     def add_error(self, error: FileError) -> None:
@@ -454,7 +488,7 @@ def _store_files(
             for name, value in (("subject", subject), ("machine", env["machine"]),
                                 ("commit_hash", parsed.commit_hash), ("env_name", env["env_name"]),
                                 ("source_file", item.relpath)):
-                table = table.append_column(name, pa.array([value] * n, pa.string()))
+                table = table.append_column(name, pa.repeat(pa.scalar(value, pa.string()), n))
             tables.append(table)
         elif parsed.rows:  # read by asv's loader: one dict per row
             frames.append(pd.DataFrame(
