@@ -266,6 +266,47 @@ def test_files_read_by_worker_processes_give_the_same_database(
     assert tables[0] == tables[1]
 
 
+def test_a_v2_database_migrates_to_results_without_a_primary_key(results: Path, db: Path, tmp_path: Path) -> None:
+    ingest(results, tmp_path / "v3.duckdb")
+    before = dump(tmp_path / "v3.duckdb")["results"]
+    assert len(before) == 24
+    old = duckdb.connect(str(db))  # the database a v2 flybench wrote: the same rows, results keyed
+    old.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
+    for version, step in enumerate(schema.MIGRATIONS[:2], start=1):
+        for statement in step:
+            old.execute(statement)
+        old.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
+    old.execute(f"ATTACH '{tmp_path / 'v3.duckdb'}' AS v3 (READ_ONLY)")
+    for table in ("machines", "commits", "environments", "benchmarks", "results", "ingested_files"):
+        old.execute(f"INSERT INTO {table} SELECT * FROM v3.{table}")
+    old.close()
+    machine_dir = results / MACHINE
+    changed = sorted(machine_dir.glob("*-*.json"))[0]
+    changed.write_text(changed.read_text().replace('"version": 2', '"version": 2 '))  # new bytes, same rows
+    report = ingest(results, db)  # migrates, then re-reads the one changed file
+    assert report.ok and len(report.loaded) == 1 and report.unchanged
+    assert dump(db)["results"] == before  # every row kept, none twice
+    with connect(db, read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'results'"
+                            " AND constraint_type = 'PRIMARY KEY'").fetchone()[0] == 0
+        held = conn.execute("SELECT source_file, count(*) FROM result_files GROUP BY ALL").fetchall()
+    assert sorted(path for path, _ in held) == sorted(f"{MACHINE}/{p.name}" for p in machine_dir.glob("*-*.json"))
+    assert {n for _, n in held} == {1}
+
+
+def test_a_file_holding_a_combination_twice_is_refused(results: Path, db: Path, project: AsvProject) -> None:
+    path = results / project.results_file(2).relative_to(project.results_dir)
+    data = json.loads(path.read_text())
+    name = "attention.Quick.track_time"
+    at = data["result_columns"].index("params")
+    data["results"][name][at][1] = ["'flydsl'", "'flydsl'"]  # asv's loader reads it; its rows would repeat
+    path.write_text(json.dumps(data))
+    report = ingest(results, db)
+    (error,) = report.errors
+    assert error.path == str(path) and "twice" in error.message
+    assert len(report.loaded) == 5 and count(db, "SELECT count(*) FROM results") == 20
+
+
 def test_a_file_whose_rows_collide_is_reported_and_the_others_load(results: Path, db: Path,
                                                                    project: AsvProject) -> None:
     original = results / project.results_file(1).relative_to(project.results_dir)
@@ -273,7 +314,7 @@ def test_a_file_whose_rows_collide_is_reported_and_the_others_load(results: Path
     shutil.copy(original, copy)
     report = ingest(results, db)  # one batch: it cannot be written whole, so file by file
     (error,) = report.errors
-    assert error.path == str(copy) and "ConstraintException" in error.message
+    assert error.path == str(copy) and "FileKeyTaken" in error.message and original.name in error.message
     assert len(report.loaded) == 6 and count(db, "SELECT count(*) FROM results") == 24
     assert count(db, "SELECT count(*) FROM ingested_files WHERE path LIKE '%ffffffff-%'") == 0
 

@@ -171,6 +171,9 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
                 "duration": results.duration.get(name),
                 "benchmark_version": results.benchmark_version.get(name),
             })
+    keys = [(row["benchmark"], row["params"]) for row in rows]
+    if len(set(keys)) < len(keys):
+        raise ValueError(f"{path} holds a benchmark's parameter combination twice: asv writes each once")
     environment = _environment(machine, results.env_name, results.params, results._requirements,  # no getter
                                results.env_vars)
     return ResultsFile(results.commit_hash, _timestamp(results.date), environment, rows)

@@ -497,20 +497,7 @@ def _store_files(
                 columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
             ))
     incoming = pa.concat_tables(tables, promote_options="default") if tables else None
-    if len(items) > 1 and incoming is not None and any(tracker.is_known(item.relpath) for item in items):
-        # One by one, a file's new rows would collide with the old rows of a later file of the batch (rows
-        # that moved between files); deleting all old rows first would hide that, so store one by one.
-        # Only files ingested before have rows: they are recorded in the same transaction as their rows.
-        conn.register("incoming_results", incoming)
-        moved = conn.execute(
-            "SELECT count(*) FROM results r JOIN incoming_results i ON r.subject = i.subject"
-            " AND r.machine = i.machine AND r.commit_hash = i.commit_hash AND r.env_name = i.env_name"
-            " AND r.benchmark = i.benchmark AND r.params = i.params"
-            " WHERE r.subject = ? AND list_contains(?::VARCHAR[], r.source_file) AND r.source_file <> i.source_file",
-            [subject, relpaths]).fetchall()[0][0]
-        conn.unregister("incoming_results")
-        if moved:
-            raise _OneByOne
+    _claim_file_keys(conn, subject, items)
     conn.execute("DELETE FROM results WHERE subject = ? AND list_contains(?::VARCHAR[], source_file)",
                  [subject, relpaths])
     if incoming is not None:
@@ -563,6 +550,45 @@ def _store_files(
     tracker.record_many([fp for item in items for fp in item.fingerprints])
 
 
+class FileKeyTaken(ValueError):
+    """A results file holds the commit and environment of a machine that another file already holds."""
+
+
+def _claim_file_keys(conn: duckdb.DuckDBPyConnection, subject: str, items: list[_Parsed]) -> None:
+    """Record which file holds each (machine, commit, environment): asv writes one file for each.
+
+    This key, kept in result_files, is what keeps results rows unique (a
+    file holds each benchmark and params once). A batch in which a key
+    moves between files, or is held by a file outside it, is stored file
+    by file, so the outcome is that of files stored one after another.
+    """
+    relpaths = [item.relpath for item in items]
+    keys = {item.relpath: (item.parsed.environment["machine"], item.parsed.commit_hash,
+                           item.parsed.environment["env_name"]) for item in items if item.parsed.row_count}
+    holders = {tuple(key): path for *key, path in conn.execute(
+        "SELECT machine, commit_hash, env_name, source_file FROM result_files"
+        " WHERE subject = ? AND list_contains(?::VARCHAR[], commit_hash)",
+        [subject, sorted({key[1] for key in keys.values()})]).fetchall()}
+    for relpath, key in keys.items():
+        holder = holders.get(key, relpath)
+        if holder != relpath:
+            if len(items) > 1:
+                raise _OneByOne
+            machine, commit, env = key
+            raise FileKeyTaken(
+                f"commit {commit[:8]} in environment {env} on machine {machine} is already stored from "
+                f"{holder}; asv writes one file per commit and environment, so one of the two is a copy: "
+                "remove it and ingest again")
+    if len(set(keys.values())) < len(keys):
+        raise _OneByOne  # two files of the batch hold one key: the first one stored keeps it
+    conn.execute("DELETE FROM result_files WHERE subject = ? AND list_contains(?::VARCHAR[], source_file)",
+                 [subject, relpaths])
+    if keys:
+        conn.execute("INSERT INTO result_files SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[]),"
+                     " unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                     [subject, *([key[i] for key in keys.values()] for i in range(3)), list(keys)])
+
+
 def _store_benchmarks(
     conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str,
     benchmarks: dict[str, BenchmarkDef], path: Path,
@@ -587,6 +613,7 @@ def _store_benchmarks(
 def _remove(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, relpath: str) -> None:
     """A results file that vanished from the tree takes its rows with it."""
     conn.execute("DELETE FROM results WHERE subject = ? AND source_file = ?", [subject, relpath])
+    conn.execute("DELETE FROM result_files WHERE subject = ? AND source_file = ?", [subject, relpath])
     tracker.forget(relpath)
 
 

@@ -25,6 +25,11 @@ _RESULTS = """
 """
 _SERIES_ORDER = "r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash"
 _RESULTS_JOIN = "results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
+_NEWEST_ROW = """arg_max(r.rowid, coalesce(o.position, 0)) AS row_id FROM results r LEFT JOIN (
+    SELECT subject, hash, row_number() OVER (PARTITION BY subject ORDER BY date IS NOT NULL, date, hash) AS position
+    FROM commits) o ON o.subject = r.subject AND o.hash = r.commit_hash"""
+"""A series' newest row: the latest commit date (a commit without one comes last), then the greatest hash.
+Found on the key columns and each commit's position alone, so only the newest rows are read whole."""
 
 
 def _where(**columns: str | None) -> tuple[str, list[str]]:
@@ -63,9 +68,7 @@ def latest_results(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
     where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
         WITH newest AS (
-            SELECT arg_max(r.rowid, (c.date IS NOT NULL, coalesce(c.date, TIMESTAMP '1970-01-01'), r.commit_hash))
-                   AS row_id
-            FROM {_RESULTS_JOIN} WHERE {where}
+            SELECT {_NEWEST_ROW} WHERE {where}
             GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params
         )
         SELECT r.*, c.date AS commit_date, c.branch FROM {_RESULTS_JOIN}
@@ -183,13 +186,13 @@ def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, s
                       for k, u in _SIDE_UNITS.items())
     coalesced = ", ".join(f"coalesce(t.{k}, s.side_{k}) AS {k}" for k in _SIDE_UNITS)
     return _query(db_path, f"""
-        WITH t AS (
+        WITH newest AS (
+            SELECT {_NEWEST_ROW} WHERE r.unit = ? AND {_FILTERS}
+            GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params
+        ), t AS (
             SELECT r.* EXCLUDE (samples, {', '.join(_SIDE_UNITS)}), r.tflops, r.gbps, r.roofline_fraction,
                    c.date AS commit_date, c.branch
-            FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
-            WHERE r.unit = ? AND {_FILTERS}
-            QUALIFY row_number() OVER (PARTITION BY r.subject, r.machine, r.env_name, r.benchmark, r.params
-                                       ORDER BY c.date DESC NULLS LAST, r.commit_hash DESC) = 1
+            FROM {_RESULTS_JOIN} WHERE r.rowid IN (SELECT row_id FROM newest)
         ), s AS (
             SELECT s.subject, s.machine, s.env_name, s.commit_hash, s.params::VARCHAR AS params,
                    regexp_replace(s.benchmark, '\\.[^.]*$', '') AS suite, {sides}
