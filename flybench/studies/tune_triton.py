@@ -21,6 +21,7 @@ Needs a GPU (NVIDIA or AMD) for anything but --dry-run.
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import itertools
 import json
@@ -39,7 +40,7 @@ from flybench.workloads import get_workload
 TUNE_CONTRACT = Contract(warmup_s=0.1, target_s=0.2, min_samples=10, max_samples=200)
 """Shorter than the suite's: a ranking needs consistent medians, not a full sample budget."""
 
-_ATTENTION = {"BLOCK_M": (64, 128), "BLOCK_N": (32, 64), "num_warps": (4, 8), "num_stages": (1, 2, 3),
+_ATTENTION = {"BLOCK_M": (64, 128), "BLOCK_N": (32, 64, 128), "num_warps": (4, 8), "num_stages": (1, 2, 3),
               "min_split_tokens": (128, 256, 512)}
 _MOE = {"BLOCK_N": (64, 128), "BLOCK_K": (64, 128), "GROUP_M": (1, 8), "num_warps": (4, 8), "num_stages": (2, 3, 4)}
 _MOE_BLOCK_M = {16: (16, 32), 128: (16, 32, 64), 1024: (32, 64, 128), None: (64, 128)}
@@ -102,6 +103,10 @@ def tune_bucket(device, workload: str, dtype: str, index: int, bucket: list, max
             except Exception as exc:  # noqa: BLE001 - a candidate that cannot run is recorded and dropped
                 row["failed"] = f"{case.name}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
         del inputs, reference
+        times = [row["median_s"][case.name] for row in record["candidates"] if case.name in row["median_s"]]
+        current = record["candidates"][0]["median_s"].get(case.name)
+        print(f"  {case.name}: {len(times)} ran, fastest {min(times, default=math.nan) * 1e6:.1f} us, "
+              f"current entry {(current or math.nan) * 1e6:.1f} us", flush=True)
     done = [row for row in record["candidates"] if not row["failed"]]
     for row in done:  # geometric mean over the cases of the time relative to the fastest candidate
         row["score"] = math.exp(sum(math.log(row["median_s"][c] / min(r["median_s"][c] for r in done))
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", default="full", help="shape set whose cases are tuned on (default full)")
     parser.add_argument("--workload", action="append", choices=cases.WORKLOADS)
     parser.add_argument("--dtype", action="append", help="bf16, fp16, fp8 (default: each workload's)")
+    parser.add_argument("--bucket", type=int, action="append", help="only this table entry (index; repeatable)")
     parser.add_argument("--max-candidates", type=int, help="sample this many candidates per bucket (seeded)")
     parser.add_argument("--margin", type=float, default=0.02, help="a new entry must be this much faster")
     parser.add_argument("--out", help="write every measurement here (JSON)")
@@ -163,25 +169,30 @@ def main(argv: list[str] | None = None) -> int:
         dtypes = [d for d in get_workload(workload).dtypes if not args.dtype or d in args.dtype]
         for dtype in dtypes if workload == "moe" else dtypes[:1]:  # attention entries do not depend on dtype
             for index, bucket in sorted(cases.bucket_cases(arch, workload, dtype, args.set).items()):
+                if args.bucket and index not in args.bucket:
+                    continue
                 if args.dry_run:
                     entry = configs.entries(arch, workload, dtype)[index]
                     print(f"{table_key} {workload} {dtype} bucket {index}: {len(bucket)} cases, "
                           f"{len(candidates(arch, workload, entry))} candidates: {', '.join(c.name for c in bucket)}")
                     continue
                 records.append(tune_bucket(device, workload, dtype, index, bucket, args.max_candidates, args.margin))
-    if args.dry_run:
-        return 0
+                _save(args, device, table_key, records)  # after every bucket: a run cut short keeps what it measured
+    return 0
+
+
+def _save(args: argparse.Namespace, device, table_key: str, records: list[dict[str, Any]]) -> None:
+    """Every measurement to --out; with --write, the winners so far into the table."""
     if args.out:
         Path(args.out).write_text(json.dumps({"device": device.as_dict(), "contract": asdict(TUNE_CONTRACT),
                                               "set": args.set, "buckets": records}, indent=1))
     if args.write:
-        table = config_table.TABLE
+        table = copy.deepcopy(config_table.TABLE)
         for record in records:
             target = table[table_key][record["workload"]]
             (target[record["dtype"]] if isinstance(target, dict) else target)[record["bucket"]] = record["winner"]
         table[table_key]["provenance"] = _provenance(device, args.set, records, table[table_key]["provenance"])
         write_table(table)
-    return 0
 
 
 if __name__ == "__main__":
