@@ -186,20 +186,28 @@ TABLE = {'gfx942': {'provenance': 'hand-picked seed, not tuned on hardware (no A
                              'num_stages': 2,
                              'waves_per_eu': 0,
                              'matrix_instr_nonkdim': 16}]}},
- 'sm_90': {'provenance': 'hand-picked seed, not yet tuned on hardware',
+ 'sm_90': {'provenance': 'moe fp8: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch '
+                         '2.11.0+cu130, flybench.studies.tune_triton --set quick; before that: moe bf16: '
+                         'tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
+                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: diffusion_attention: tuned '
+                         'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: hand-picked seed, not yet '
+                         'tuned on hardware',
            'compute_units': 132,
            'diffusion_attention': [{'max_rows': 64,
-                                    'BLOCK_M': 64,
-                                    'BLOCK_N': 64,
-                                    'min_split_tokens': 256,
-                                    'num_warps': 4,
-                                    'num_stages': 3},
-                                   {'max_rows': None,
                                     'BLOCK_M': 128,
                                     'BLOCK_N': 64,
-                                    'min_split_tokens': 256,
+                                    'num_warps': 4,
+                                    'num_stages': 2,
+                                    'min_split_tokens': 128},
+                                   {'max_rows': None,
+                                    'BLOCK_M': 128,
+                                    'BLOCK_N': 32,
                                     'num_warps': 8,
-                                    'num_stages': 3}],
+                                    'num_stages': 3,
+                                    'min_split_tokens': 128}],
            'moe': {'bf16': [{'max_tokens': 16,
                              'BLOCK_M': 16,
                              'BLOCK_N': 64,
@@ -251,7 +259,7 @@ TABLE = {'gfx942': {'provenance': 'hand-picked seed, not tuned on hardware (no A
                             'num_stages': 4},
                            {'max_tokens': None,
                             'BLOCK_M': 128,
-                            'BLOCK_N': 128,
+                            'BLOCK_N': 64,
                             'BLOCK_K': 128,
                             'GROUP_M': 8,
                             'num_warps': 8,
