@@ -48,6 +48,42 @@ def _softmax_tile(scores, v, m_i, l_i, acc):
 
 
 @triton.jit
+def _prefix_tile(q_tile, k_cache, v_cache, table_row, n0, end, kvh, scale_log2, stride_cp, stride_cs, stride_ch,
+                 m_i, l_i, acc, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                 MASKED: tl.constexpr, WIDE_OFFSETS: tl.constexpr):
+    """Fold prefix tokens n0 .. n0+BLOCK_N-1 in; only the last tile of a split is MASKED (tokens past `end`).
+
+    Where a page holds whole tiles, a tile's rows are one page's consecutive slots: one page number,
+    a strided tile. Otherwise each token looks up its own page.
+    """
+    cols = tl.arange(0, BLOCK_N)
+    dim = tl.arange(0, HEAD_DIM)
+    t = n0 + cols
+    t_ok = t < end
+    if PAGE_SIZE >= BLOCK_N:
+        page = tl.load(table_row + n0 // PAGE_SIZE)
+        slot = n0 % PAGE_SIZE + cols
+    elif MASKED:
+        page = tl.load(table_row + t // PAGE_SIZE, mask=t_ok, other=0)
+        slot = t % PAGE_SIZE
+    else:
+        page = tl.load(table_row + t // PAGE_SIZE)
+        slot = t % PAGE_SIZE
+    if WIDE_OFFSETS:  # 64-bit element offsets only for caches of 2^31 elements or more
+        page = page.to(tl.int64)
+    kv = (page * stride_cp + slot * stride_cs + kvh * stride_ch)[:, None] + dim[None, :]
+    if MASKED:
+        k = tl.load(k_cache + kv, mask=t_ok[:, None], other=0.0)  # K and V tiles share one offset tensor
+        v = tl.load(v_cache + kv, mask=t_ok[:, None], other=0.0)
+        scores = tl.where(t_ok[None, :], tl.dot(q_tile, tl.trans(k)) * scale_log2, float("-inf"))
+    else:
+        k = tl.load(k_cache + kv)
+        v = tl.load(v_cache + kv)
+        scores = tl.dot(q_tile, tl.trans(k)) * scale_log2
+    return _softmax_tile(scores, v, m_i, l_i, acc)
+
+
+@triton.jit
 def diffusion_attention_fwd(
     q, k_cache, v_cache, block_table, context_lens, k_draft, v_draft, out, lse,
     scale_log2, tokens_per_split, kv_heads,
@@ -80,19 +116,16 @@ def diffusion_attention_fwd(
     context = tl.load(context_lens + b)
     start = split * tokens_per_split
     end = tl.minimum(start + tokens_per_split, context)
-    cols = tl.arange(0, BLOCK_N)
-    for n0 in range(start, end, BLOCK_N):
-        t = n0 + cols
-        t_ok = t < end
-        page = tl.load(block_table + b * stride_tb + t // PAGE_SIZE, mask=t_ok, other=0)
-        if WIDE_OFFSETS:  # 64-bit element offsets only for caches of 2^31 elements or more
-            page = page.to(tl.int64)
-        kv = (page * stride_cp + (t % PAGE_SIZE) * stride_cs + kvh * stride_ch)[:, None] + dim[None, :]
-        k = tl.load(k_cache + kv, mask=t_ok[:, None], other=0.0)  # K and V tiles share one offset tensor
-        v = tl.load(v_cache + kv, mask=t_ok[:, None], other=0.0)
-        scores = tl.dot(q_tile, tl.trans(k)) * scale_log2
-        scores = tl.where(t_ok[None, :], scores, float("-inf"))
-        m_i, l_i, acc = _softmax_tile(scores, v, m_i, l_i, acc)
+    table_row = block_table + b * stride_tb
+    full_end = start + tl.maximum(end - start, 0) // BLOCK_N * BLOCK_N  # whole tiles run without masks
+    for n0 in range(start, full_end, BLOCK_N):
+        m_i, l_i, acc = _prefix_tile(q_tile, k_cache, v_cache, table_row, n0, end, kvh, scale_log2, stride_cp,
+                                     stride_cs, stride_ch, m_i, l_i, acc, HEAD_DIM, PAGE_SIZE, BLOCK_N, False,
+                                     WIDE_OFFSETS)
+    if full_end < end:
+        m_i, l_i, acc = _prefix_tile(q_tile, k_cache, v_cache, table_row, full_end, end, kvh, scale_log2,
+                                     stride_cp, stride_cs, stride_ch, m_i, l_i, acc, HEAD_DIM, PAGE_SIZE, BLOCK_N,
+                                     True, WIDE_OFFSETS)
 
     if split == tl.num_programs(2) - 1:  # the last split also attends to the draft block
         j = tl.arange(0, BLOCK_DRAFT)

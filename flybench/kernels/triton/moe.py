@@ -87,7 +87,7 @@ def moe_gate_up(
     a, a_scale, w, w_scale, act, sorted_ids, block_expert, total, pairs, hidden, inter,
     stride_am, stride_we, stride_wn, stride_se, stride_cm,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
     """act[row, n] = silu(gate) * up for one block of sorted rows and BLOCK_N intermediate columns."""
     pid_m, rows, _, row_ok, token, expert, n = _block_rows(sorted_ids, block_expert, pairs, inter, TOP_K,
@@ -102,7 +102,7 @@ def moe_gate_up(
     acc_g = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     acc_u = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k0 in range(0, hidden, BLOCK_K):
-        k_ok = k < hidden - k0
+        k_ok = (k < hidden - k0) | EVEN_K  # EVEN_K: BLOCK_K divides K, a mask constant along K (vector loads)
         x = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         acc_g = tl.dot(x, tl.load(g_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0), acc_g)
         acc_u = tl.dot(x, tl.load(u_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0), acc_u)
@@ -124,7 +124,7 @@ def moe_down(
     act, act_scale, w, w_scale, routing_weights, out, sorted_ids, block_expert, total, pairs, hidden, inter,
     stride_am, stride_we, stride_wn, stride_se, stride_om,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
     """out[token, n] += weight[pair] * (act[row] @ w2[e, n].T) for one block of rows and BLOCK_N columns."""
     pid_m, rows, pair, row_ok, token, expert, n = _block_rows(sorted_ids, block_expert, pairs, hidden, TOP_K,
@@ -137,7 +137,7 @@ def moe_down(
     w_ptrs = w + expert * stride_we + n[None, :] * stride_wn + k[:, None]
     acc = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
     for k0 in range(0, inter, BLOCK_K):
-        k_ok = k < inter - k0
+        k_ok = (k < inter - k0) | EVEN_K
         h = tl.load(a_ptrs, mask=row_ok[:, None] & k_ok[None, :], other=0.0)
         acc = tl.dot(h, tl.load(w_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0), acc)
         a_ptrs += BLOCK_K
@@ -199,11 +199,12 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
     shared = {"sorted_ids": routing.sorted_ids, "block_expert": routing.block_expert, "total": routing.total,
               "pairs": pairs, "hidden": hidden, "inter": inter}
     constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, **meta}
+    even_k = {"EVEN_K": hidden % meta["BLOCK_K"] == 0}, {"EVEN_K": inter % meta["BLOCK_K"] == 0}
     num_m = rows // block_m
     launches.append(Launch(moe_gate_up, (num_m * cdiv(inter, meta["BLOCK_N"]),), {
         "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared,
         "stride_am": a.stride(0), "stride_we": w13.stride(0), "stride_wn": w13.stride(1),
-        "stride_se": 2 * inter, "stride_cm": act.stride(0)}, constexprs, dict(config.options)))
+        "stride_se": 2 * inter, "stride_cm": act.stride(0)}, {**constexprs, **even_k[0]}, dict(config.options)))
     h, h_scale = act, None
     if fp8 is not None:
         h, h_scale, quantize_h = _quantize(act, fp8, routing.sorted_ids, pairs)
@@ -213,5 +214,5 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
         "act": h, "act_scale": h_scale, "w": w2, "w_scale": inputs.get("w2_scale"),
         "routing_weights": routing.weights, "out": out32, **shared,
         "stride_am": h.stride(0), "stride_we": w2.stride(0), "stride_wn": w2.stride(1), "stride_se": hidden,
-        "stride_om": out32.stride(0)}, constexprs, dict(config.options)))
+        "stride_om": out32.stride(0)}, {**constexprs, **even_k[1]}, dict(config.options)))
     return MoePlan(launches, routing, pairs, out32, x.dtype)
