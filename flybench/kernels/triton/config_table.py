@@ -193,18 +193,26 @@ TABLE = {'gfx942': {'provenance': 'hand-picked seed, not tuned on hardware (no A
                          'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
                          'flybench.studies.tune_triton --set quick; before that: diffusion_attention: tuned '
                          'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: moe fp8: tuned on NVIDIA '
+                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
+                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
+                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
+                         'flybench.studies.tune_triton --set quick; before that: diffusion_attention: tuned '
+                         'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
                          'flybench.studies.tune_triton --set quick; before that: hand-picked seed, not yet '
                          'tuned on hardware',
            'compute_units': 132,
            'diffusion_attention': [{'max_rows': 64,
-                                    'BLOCK_M': 128,
-                                    'BLOCK_N': 64,
+                                    'BLOCK_M': 64,
+                                    'BLOCK_N': 128,
                                     'num_warps': 4,
-                                    'num_stages': 2,
-                                    'min_split_tokens': 128},
+                                    'num_stages': 3,
+                                    'min_split_tokens': 512},
                                    {'max_rows': None,
                                     'BLOCK_M': 128,
-                                    'BLOCK_N': 32,
+                                    'BLOCK_N': 128,
                                     'num_warps': 8,
                                     'num_stages': 3,
                                     'min_split_tokens': 128}],
