@@ -177,3 +177,30 @@ def test_tuning_picks_the_fastest_working_candidate(monkeypatch):
     monkeypatch.setattr(tune_triton, "_measure", fake(lambda e: 1.0))
     record = tune_triton.tune_bucket(device, "moe", "fp8", 0, bucket, None, 0.02)
     assert record["winner"] == configs.entries("sm_90", "moe", "fp8")[0]  # a tie keeps the current entry
+
+
+def test_routing_check_accepts_any_order_of_equal_logits_and_nothing_else():
+    import types
+
+    import torch
+
+    from flybench.kernels.triton.check import routing_mismatches
+    from flybench.workloads.moe import sort_by_expert
+
+    logits = torch.tensor([[1.0, 3.0, 3.0, 0.0], [4.0, 2.0, 1.0, 0.0]])
+    inputs = {"router_logits": logits, "w13": torch.empty(4, 1, 1)}
+
+    def plan(ids: list[list[int]]) -> types.SimpleNamespace:
+        ids_t = torch.tensor(ids, dtype=torch.int32)
+        sorted_ids, experts, total = sort_by_expert(ids_t, 4, 2)
+        weights = torch.softmax(torch.gather(logits, 1, ids_t.long()), dim=-1)
+        return types.SimpleNamespace(routing=types.SimpleNamespace(
+            ids=ids_t, sorted_ids=sorted_ids, block_expert=experts, total=total, weights=weights))
+
+    assert routing_mismatches(plan([[1, 2], [0, 1]]), inputs, 2) == 0  # torch.topk's own order
+    assert routing_mismatches(plan([[2, 1], [0, 1]]), inputs, 2) == 0  # the tie the other way round
+    assert routing_mismatches(plan([[2, 0], [0, 1]]), inputs, 2) >= 1  # expert 0 is not among the top two
+    assert routing_mismatches(plan([[1, 2], [1, 0]]), inputs, 2) >= 1  # not highest first
+    wrong_sort = plan([[1, 2], [0, 1]])
+    wrong_sort.routing.sorted_ids = wrong_sort.routing.sorted_ids.flip(0)
+    assert routing_mismatches(wrong_sort, inputs, 2) >= 1
