@@ -204,3 +204,20 @@ def test_routing_check_accepts_any_order_of_equal_logits_and_nothing_else():
     wrong_sort = plan([[1, 2], [0, 1]])
     wrong_sort.routing.sorted_ids = wrong_sort.routing.sorted_ids.flip(0)
     assert routing_mismatches(wrong_sort, inputs, 2) >= 1
+
+
+def test_tuning_provenance_names_each_tuned_bucket_once_across_runs(monkeypatch):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__="3.6.0"))
+    device = GPU["sm_90"]
+    first = tune_triton._provenance(device, "quick", [{"workload": "moe", "dtype": "bf16", "bucket": 2}],
+                                    "hand-picked seed")
+    second = tune_triton._provenance(device, "full", [{"workload": "moe", "dtype": "bf16", "bucket": 2},
+                                                      {"workload": "diffusion_attention", "dtype": "bf16",
+                                                       "bucket": 0}], first)
+    segments = second.split("; ")
+    assert [s.split(": ")[0] for s in segments] == ["moe bf16 bucket 2", "diffusion_attention bucket 0",
+                                                     "hand-picked seed"]
+    assert "--set full" in segments[0] and "--set quick" not in second

@@ -132,14 +132,20 @@ def write_table(table: dict[str, Any], path: Path = Path(config_table.__file__))
 
 
 def _provenance(device, shape_set: str, records: list[dict[str, Any]], before: str) -> str:
-    """Who tuned which buckets on what; buckets not tuned in this run keep their earlier word."""
+    """`<bucket>: <how it was chosen>` for each bucket tuned in this run; other buckets keep their segment."""
     import torch
     import triton
 
-    tuned = sorted({f"{r['workload']} {r['dtype']}" if r["workload"] == "moe" else r["workload"] for r in records})
-    return (f"{', '.join(tuned)}: tuned on {device.name} ({device.arch}) {datetime.date.today().isoformat()}, "
-            f"triton {triton.__version__}, torch {torch.__version__}, flybench.studies.tune_triton --set "
-            f"{shape_set}; before that: {before}")
+    how = (f"tuned on {device.name} ({device.arch}) {datetime.date.today().isoformat()}, triton {triton.__version__},"
+           f" torch {torch.__version__}, flybench.studies.tune_triton --set {shape_set}")
+    names = [bucket_name(r["workload"], r["dtype"], r["bucket"]) for r in records]
+    kept = [segment for segment in before.split("; ") if segment.split(": ", 1)[0] not in names]
+    return "; ".join([f"{name}: {how}" for name in names] + kept)
+
+
+def bucket_name(workload: str, dtype: str, index: int) -> str:
+    """Attention entries serve every dtype; MoE entries are per dtype."""
+    return f"moe {dtype} bucket {index}" if workload == "moe" else f"{workload} bucket {index}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -186,23 +186,16 @@ TABLE = {'gfx942': {'provenance': 'hand-picked seed, not tuned on hardware (no A
                              'num_stages': 2,
                              'waves_per_eu': 0,
                              'matrix_instr_nonkdim': 16}]}},
- 'sm_90': {'provenance': 'moe fp8: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch '
-                         '2.11.0+cu130, flybench.studies.tune_triton --set quick; before that: moe bf16: '
-                         'tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
-                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: diffusion_attention: tuned '
+ 'sm_90': {'provenance': 'diffusion_attention bucket 0: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton '
+                         '3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton --set quick; '
+                         'diffusion_attention bucket 1: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton '
+                         '3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton --set quick; moe bf16 '
+                         'bucket 2: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch '
+                         '2.11.0+cu130, flybench.studies.tune_triton --set quick; moe bf16 bucket 3: tuned '
                          'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: moe fp8: tuned on NVIDIA '
-                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
-                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: moe bf16: tuned on NVIDIA '
-                         'H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: diffusion_attention: tuned '
-                         'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; before that: hand-picked seed, not yet '
-                         'tuned on hardware',
+                         'flybench.studies.tune_triton --set quick; moe fp8 bucket 3: tuned on NVIDIA H200 '
+                         '(sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton '
+                         '--set quick; other buckets: hand-picked seed, not yet tuned on hardware',
            'compute_units': 132,
            'diffusion_attention': [{'max_rows': 64,
                                     'BLOCK_M': 64,
