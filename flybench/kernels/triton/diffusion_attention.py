@@ -155,24 +155,26 @@ def combine_splits(
     stride_ps, stride_pb, stride_pt, stride_ph,
     stride_ls, stride_lb, stride_lh,
     stride_ob, stride_ot, stride_oh,
-    DRAFT: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_T: tl.constexpr,
+    DRAFT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
-    """One program per (sequence, query head, BLOCK_T draft tokens): out = sum_s exp(lse_s - lse) o_s.
+    """One program per (sequence, query head, BLOCK_T draft tokens, BLOCK_D dims): out = sum_s exp(lse_s - lse) o_s.
 
-    Streams over the splits with a running max, so any split count fits in registers. The partial
-    and final lse are both contiguous [.., batch, head, token], so they share stride_lb and stride_lh.
+    Streams over the splits with a running max, so any split count fits in registers. A decode step
+    has few (sequence, head) pairs, so the dims are cut into BLOCK_D slices to give the GPU enough
+    programs (each slice recomputes the lse; the first stores it). The partial and final lse are both
+    contiguous [.., batch, head, token], so they share stride_lb and stride_lh.
     """
-    pid_bh, pid_t = tl.program_id(0), tl.program_id(1)
+    pid_bh, pid_t, pid_d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b = pid_bh // q_heads
     head = pid_bh % q_heads
     token = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     t_ok = token < DRAFT
-    dim = tl.arange(0, HEAD_DIM)
+    dim = pid_d * BLOCK_D + tl.arange(0, BLOCK_D)
     part_o = o_part + b * stride_pb + token[:, None] * stride_pt + head * stride_ph + dim[None, :]
     part_lse = lse_part + b * stride_lb + head * stride_lh + token
     top = tl.full([BLOCK_T], _NEG_BIG, tl.float32)
     total = tl.zeros([BLOCK_T], tl.float32)
-    acc = tl.zeros([BLOCK_T, HEAD_DIM], tl.float32)
+    acc = tl.zeros([BLOCK_T, BLOCK_D], tl.float32)
     for _ in range(num_splits):
         lse_s = tl.load(part_lse, mask=t_ok, other=float("-inf"))
         top_new = tl.maximum(top, lse_s)
@@ -185,7 +187,8 @@ def combine_splits(
         part_o += stride_ps
     o_ptrs = out + b * stride_ob + token[:, None] * stride_ot + head * stride_oh + dim[None, :]
     tl.store(o_ptrs, (acc / total[:, None]).to(out.dtype.element_ty), mask=t_ok[:, None])
-    tl.store(lse + b * stride_lb + head * stride_lh + token, top + tl.log(total), mask=t_ok)
+    if pid_d == 0:
+        tl.store(lse + b * stride_lb + head * stride_lh + token, top + tl.log(total), mask=t_ok)
 
 
 @dataclass
@@ -267,13 +270,13 @@ def plan(
     launches = [Launch(diffusion_attention_fwd, (row_tiles, batch * kv_heads, num_splits), args, constexprs,
                        dict(config.options))]
     if num_splits > 1:
-        block_t = min(32, max(16, next_power_of_2(draft)))
-        launches.append(Launch(combine_splits, (batch * q_heads, cdiv(draft, block_t)), {
+        block_t, block_d = 16, min(32, head_dim)
+        launches.append(Launch(combine_splits, (batch * q_heads, cdiv(draft, block_t), head_dim // block_d), {
             "o_part": o_first, "lse_part": lse_first, "out": out, "lse": lse, "num_splits": num_splits,
             "q_heads": q_heads,
             "stride_ps": o_first.stride(0), "stride_pb": o_first.stride(1), "stride_pt": o_first.stride(2),
             "stride_ph": o_first.stride(3),
             "stride_ls": lse_first.stride(0), "stride_lb": lse.stride(0), "stride_lh": lse.stride(1),
             "stride_ob": out.stride(0), "stride_ot": out.stride(1), "stride_oh": out.stride(2),
-        }, {"DRAFT": draft, "HEAD_DIM": head_dim, "BLOCK_T": block_t}, {"num_warps": 4}))
+        }, {"DRAFT": draft, "BLOCK_T": block_t, "BLOCK_D": block_d}, {"num_warps": 4}))
     return AttentionPlan(launches, out, lse, num_splits)
