@@ -289,6 +289,8 @@ def test_a_v2_database_migrates_to_results_without_a_primary_key(results: Path, 
     with connect(db, read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'results'"
                             " AND constraint_type = 'PRIMARY KEY'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM duckdb_constraints() WHERE table_name = 'results'"
+                            " AND constraint_type = 'NOT NULL'").fetchone()[0] == 8
         held = conn.execute("SELECT source_file, count(*) FROM result_files GROUP BY ALL").fetchall()
     assert sorted(path for path, _ in held) == sorted(f"{MACHINE}/{p.name}" for p in machine_dir.glob("*-*.json"))
     assert {n for _, n in held} == {1}

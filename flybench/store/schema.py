@@ -163,44 +163,10 @@ MIGRATIONS: list[list[str]] = [
     [  # v3: results lose their primary key, whose index cost a third of a large ingest. A row's key is
         # unique because one results file holds one (machine, commit, environment) and each of its
         # (benchmark, params) once (the reader checks); result_files holds that file key, unique.
-        """CREATE TABLE results_v3 (
-            subject VARCHAR NOT NULL,
-            machine VARCHAR NOT NULL,
-            commit_hash VARCHAR NOT NULL,
-            env_name VARCHAR NOT NULL,
-            benchmark VARCHAR NOT NULL,
-            params JSON NOT NULL,
-            unit VARCHAR,
-            value DOUBLE,
-            ci_99_a DOUBLE,
-            ci_99_b DOUBLE,
-            q_25 DOUBLE,
-            q_75 DOUBLE,
-            number INTEGER,
-            repeat INTEGER,
-            samples DOUBLE[],
-            started_at TIMESTAMP,
-            duration DOUBLE,
-            benchmark_version VARCHAR,
-            status VARCHAR NOT NULL,
-            reason VARCHAR,
-            contract JSON,
-            errors JSON,
-            tolerance DOUBLE,
-            tflops DOUBLE,
-            gbps DOUBLE,
-            roofline_fraction DOUBLE,
-            device JSON,
-            run_id VARCHAR,
-            source_file VARCHAR NOT NULL,
-            source VARCHAR DEFAULT 'flybench',
-            run_context VARCHAR,
-            pr INTEGER,
-            shape JSON,
-            source_regression BOOLEAN,
-            source_record JSON
-        )""",
-        "INSERT INTO results_v3 SELECT * FROM results ORDER BY rowid",
+        "CREATE TABLE results_v3 AS SELECT * FROM results ORDER BY rowid",  # same columns, no key
+        *[f"ALTER TABLE results_v3 ALTER COLUMN {column} SET NOT NULL" for column in (
+            "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "status", "source_file")],
+        "ALTER TABLE results_v3 ALTER COLUMN source SET DEFAULT 'flybench'",
         "DROP TABLE results",
         "ALTER TABLE results_v3 RENAME TO results",
         """CREATE TABLE result_files (
