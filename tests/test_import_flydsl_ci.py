@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures.heads import heads_mismatches
 
 from flybench.cli import main as cli
 from flybench.errors import FlybenchError
@@ -111,6 +112,12 @@ def test_ops_and_shapes_map_onto_workloads(full: Path) -> None:
     where = {op: set(group["workload"]) for op, group in landed.groupby("op")}
     assert where["flash_attn"] == {"attention"} and where["gemm"] == {"gemm"} and where["hgemm"] == {"hgemm"}
     assert all(where[op] == {"moe"} for op in where if op.startswith("moe_"))
+
+
+def test_series_heads_hold_the_newest_imported_row_of_every_series(full: Path) -> None:
+    rows, differ = heads_mismatches(full)
+    assert differ == 0 and rows == scalar(full, "SELECT count(*) FROM (SELECT DISTINCT subject, machine, env_name, "
+                                                "benchmark, params FROM results)")
 
 
 def test_same_file_twice_changes_nothing(full: Path, tmp_path: Path) -> None:

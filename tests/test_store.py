@@ -14,6 +14,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from fixtures.heads import heads_mismatches
 from fixtures.asv_project import (
     FAILED_AT, FLYDSL_MS, MACHINE, PROJECT, TORCH_MS, AsvProject, build, case_record, write_sidecar,
 )
@@ -26,7 +27,7 @@ from flybench.store.schema import LATEST
 FLYDSL = {"case": "c1", "provider": "flydsl", "dtype": "bf16"}
 TORCH = {"case": "c1", "provider": "torch", "dtype": "bf16"}
 TABLES = ("machines", "commits", "environments", "benchmarks", "results", "compile_metrics", "ingested_files",
-          "schema_version")
+          "result_files", "series_heads", "stale_heads", "schema_version")
 
 
 @pytest.fixture(scope="module")
@@ -294,6 +295,39 @@ def test_a_v2_database_migrates_to_results_without_a_primary_key(results: Path, 
         held = conn.execute("SELECT source_file, count(*) FROM result_files GROUP BY ALL").fetchall()
     assert sorted(path for path, _ in held) == sorted(f"{MACHINE}/{p.name}" for p in machine_dir.glob("*-*.json"))
     assert {n for _, n in held} == {1}
+    assert heads_mismatches(db) == (4, 0)  # filled by the v4 step
+
+
+def test_series_heads_follow_new_changed_and_removed_files(results: Path, db: Path, project: AsvProject) -> None:
+    machine_dir = results / MACHINE
+    files = sorted(machine_dir.glob("*-*.json"), key=lambda p: project.commits.index(
+        next(c for c in project.commits if c.startswith(p.name[:8]))))
+    ingest(results, db)
+    assert heads_mismatches(db) == (4, 0)  # 2 benchmarks x 2 providers, each from the newest commit
+    newest = json.loads(files[-1].read_text())
+    at = newest["result_columns"].index("result")
+    for entry in newest["results"].values():
+        entry[at] = [None if v is None else v * 2 for v in entry[at]]
+    files[-1].write_text(json.dumps(newest))
+    ingest(results, db)
+    assert heads_mismatches(db) == (4, 0)
+    assert count(db, "SELECT count(*) FROM series_heads WHERE commit_hash = ?", [project.commits[-1]]) == 4
+    files[-1].unlink()
+    assert ingest(results, db).removed
+    assert heads_mismatches(db) == (4, 0)
+    assert count(db, "SELECT count(*) FROM series_heads WHERE commit_hash = ?", [project.commits[-2]]) == 4
+
+
+def test_heads_an_interrupted_ingest_marked_stale_are_refreshed_by_the_next(results: Path, db: Path) -> None:
+    ingest(results, db)
+    raw = duckdb.connect(str(db))  # as an ingest cut off after storing files, before refreshing their heads
+    raw.execute("DELETE FROM series_heads")
+    raw.execute("INSERT INTO stale_heads VALUES (?, ?)", [PROJECT, MACHINE])
+    raw.close()
+    report = ingest(results, db)
+    assert report.ok and not report.loaded  # nothing new to read, and still
+    assert heads_mismatches(db) == (4, 0)
+    assert count(db, "SELECT count(*) FROM stale_heads") == 0
 
 
 def test_a_file_holding_a_combination_twice_is_refused(results: Path, db: Path, project: AsvProject) -> None:

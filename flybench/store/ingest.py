@@ -35,7 +35,7 @@ import pyarrow as pa
 from asv import util
 
 from flybench.errors import FlybenchError
-from flybench.store import sidecar
+from flybench.store import heads, sidecar
 from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
 from flybench.store.db import DEFAULT_DB, connect
 from flybench.store.files import FileTracker, Fingerprint, fingerprint, read_fingerprinted
@@ -151,6 +151,8 @@ def _ingest_tree(
         if readers.parallel:
             with suppress(duckdb.Error):  # never hide what went wrong before
                 conn.execute("RESET threads")  # the checkpoint at close, when the files are all parsed, has them all
+    with _transaction(conn):
+        heads.refresh_stale(conn)  # also machines an interrupted ingest marked
 
 
 def _ingest_files(
@@ -542,6 +544,7 @@ def _store_files(
             " unnest(?::VARCHAR[]), unnest(?::JSON[]), unnest(?::JSON[]), unnest(?::JSON[])",
             [[k[0] for k in keys], [k[1] for k in keys], *([v[i] for v in values] for i in range(4))],
         )
+    heads.mark_stale(conn, subject, sorted({item.parsed.environment["machine"] for item in items}))
     archs = {item.parsed.environment["machine"]: item.arch for item in items if item.arch}  # the last one wins
     for machine, arch in archs.items():
         conn.execute("UPDATE machines SET arch = ? WHERE name = ?", [arch, machine])
@@ -612,8 +615,11 @@ def _store_benchmarks(
 
 def _remove(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, relpath: str) -> None:
     """A results file that vanished from the tree takes its rows with it."""
+    machines = [m for (m,) in conn.execute("SELECT machine FROM result_files WHERE subject = ? AND source_file = ?",
+                                           [subject, relpath]).fetchall()]
     conn.execute("DELETE FROM results WHERE subject = ? AND source_file = ?", [subject, relpath])
     conn.execute("DELETE FROM result_files WHERE subject = ? AND source_file = ?", [subject, relpath])
+    heads.mark_stale(conn, subject, machines)
     tracker.forget(relpath)
 
 

@@ -25,13 +25,6 @@ _RESULTS = """
 """
 _SERIES_ORDER = "r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash"
 _RESULTS_JOIN = "results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
-_NEWEST_ROW = """arg_max(r.rowid, coalesce(o.position, 0)) AS row_id FROM results r LEFT JOIN (
-    SELECT subject, hash, row_number() OVER (PARTITION BY subject ORDER BY date IS NOT NULL, date, hash) AS position
-    FROM commits) o ON o.subject = r.subject AND o.hash = r.commit_hash"""
-"""A series' newest row: the latest commit date (a commit without one comes last), then the greatest hash.
-Found on the key columns and each commit's position alone, so only the newest rows are read whole."""
-
-
 def _where(**columns: str | None) -> tuple[str, list[str]]:
     """`r.col = ?` for each column given (None: any), so DuckDB can skip row groups by their min and max."""
     given = {name: value for name, value in columns.items() if value is not None}
@@ -61,19 +54,13 @@ def latest_results(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
     """Per machine, environment, benchmark and parameters: the result of the newest commit.
 
     The newest commit is the latest date (a commit without one comes last),
-    then the greatest hash. Each series' newest row is found on the key
-    columns alone and only those rows are read whole, so the cost does not
-    grow with the width of the rows (samples) times the history's length.
+    then the greatest hash; the writers keep those rows in series_heads.
     """
     where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
-        WITH newest AS (
-            SELECT {_NEWEST_ROW} WHERE {where}
-            GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params
-        )
-        SELECT r.*, c.date AS commit_date, c.branch FROM {_RESULTS_JOIN}
-        WHERE {where} AND r.rowid IN (SELECT row_id FROM newest)
-        ORDER BY r.subject, r.machine, r.benchmark, r.params""", [*args, *args])
+        SELECT r.*, c.date AS commit_date, c.branch
+        FROM series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        WHERE {where} ORDER BY r.subject, r.machine, r.benchmark, r.params""", args)
 
 
 def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchmark: str | None = None,
@@ -186,13 +173,11 @@ def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, s
                       for k, u in _SIDE_UNITS.items())
     coalesced = ", ".join(f"coalesce(t.{k}, s.side_{k}) AS {k}" for k in _SIDE_UNITS)
     return _query(db_path, f"""
-        WITH newest AS (
-            SELECT {_NEWEST_ROW} WHERE r.unit = ? AND {_FILTERS}
-            GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params
-        ), t AS (
+        WITH t AS (
             SELECT r.* EXCLUDE (samples, {', '.join(_SIDE_UNITS)}), r.tflops, r.gbps, r.roofline_fraction,
                    c.date AS commit_date, c.branch
-            FROM {_RESULTS_JOIN} WHERE r.rowid IN (SELECT row_id FROM newest)
+            FROM series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+            WHERE r.unit = ? AND {_FILTERS}
         ), s AS (
             SELECT s.subject, s.machine, s.env_name, s.commit_hash, s.params::VARCHAR AS params,
                    regexp_replace(s.benchmark, '\\.[^.]*$', '') AS suite, {sides}

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from flybench.errors import FlybenchError
+from flybench.store import heads
 
 MIGRATIONS: list[list[str]] = [
     [
@@ -179,6 +180,11 @@ MIGRATIONS: list[list[str]] = [
         )""",
         """INSERT INTO result_files SELECT DISTINCT subject, machine, commit_hash, env_name, source_file
            FROM results WHERE source = 'flybench' ON CONFLICT DO NOTHING""",
+    ],
+    [  # v4: the newest row of every series, kept by the writers (flybench.store.heads)
+        "CREATE TABLE series_heads AS SELECT * FROM results LIMIT 0",
+        f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
+        "CREATE TABLE stale_heads (subject VARCHAR NOT NULL, machine VARCHAR NOT NULL, PRIMARY KEY (subject, machine))",
     ],
 ]
 

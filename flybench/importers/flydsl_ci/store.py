@@ -24,6 +24,7 @@ import pandas as pd
 from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
 from flybench.importers.flydsl_ci.read import Key, Record, RecordError, from_stored, read_history
 from flybench.importers.git_history import Clone, read_clone
+from flybench.store import heads
 from flybench.store.db import DEFAULT_DB, connect
 from flybench.store.ingest import RESULT_COLUMNS, _transaction  # one definition of a file's transaction
 
@@ -127,6 +128,7 @@ def _derive(conn: duckdb.DuckDBPyConnection, subject: str, fresh: dict[Key, Reco
     conn.execute("DELETE FROM results WHERE subject = ? AND source = ? AND commit_hash IN "
                  "(SELECT unnest(?::VARCHAR[]))", [subject, SOURCE, changed])
     _insert(conn, "results", rows, (*RESULT_COLUMNS, *IMPORTED_COLUMNS))
+    heads.refresh(conn, subject)  # commit order can change with new records: every machine of the subject
     _describe(conn, subject, rows)
     return len(commits), len(rows)
 
