@@ -403,7 +403,7 @@ class _Batch:
     The files are written in one transaction, a few statements for all of
     them, which is what makes a nightly-sized tree quick to load. Only files
     that parsed completely get here. If the batch cannot be stored as a
-    whole (a file whose rows collide with other rows, say), it is stored
+    whole (a file whose commit and environment another file holds, say), it is stored
     file by file, each in its own transaction, exactly as a lone file is:
     the others land and that one is reported with DuckDB's error.
     """
