@@ -403,9 +403,9 @@ class _Batch:
     The files are written in one transaction, a few statements for all of
     them, which is what makes a nightly-sized tree quick to load. Only files
     that parsed completely get here. If the batch cannot be stored as a
-    whole (a file whose commit and environment another file holds, say), it is stored
-    file by file, each in its own transaction, exactly as a lone file is:
-    the others land and that one is reported with DuckDB's error.
+    whole (a file whose commit and environment another file holds, say), it
+    is stored file by file, each in its own transaction, exactly as a lone
+    file is: the others land and that one is reported with its error.
     """
 
     MAX_ROWS = 250_000  # above DuckDB's row group (122,880 rows), rows are written once, not also to the log
