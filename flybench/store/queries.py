@@ -25,6 +25,7 @@ _RESULTS = """
 """
 _SERIES_ORDER = "r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash"
 _RESULTS_JOIN = "results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
+_HEADS_JOIN = "series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
 def _where(**columns: str | None) -> tuple[str, list[str]]:
     """`r.col = ?` for each column given (None: any), so DuckDB can skip row groups by their min and max."""
     given = {name: value for name, value in columns.items() if value is not None}
@@ -59,7 +60,7 @@ def latest_results(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
     where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
         SELECT r.*, c.date AS commit_date, c.branch
-        FROM series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        FROM {_HEADS_JOIN}
         WHERE {where} ORDER BY r.subject, r.machine, r.benchmark, r.params""", args)
 
 
@@ -180,7 +181,7 @@ def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, s
         WITH t AS (
             SELECT r.* EXCLUDE ({_UNDRAWN}, {', '.join(_SIDE_UNITS)}), r.tflops, r.gbps, r.roofline_fraction,
                    c.date AS commit_date, c.branch
-            FROM series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+            FROM {_HEADS_JOIN}
             WHERE r.unit = ? AND {_FILTERS}
         ), s AS (
             SELECT s.subject, s.machine, s.env_name, s.commit_hash, s.params::VARCHAR AS params,

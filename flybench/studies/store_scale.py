@@ -86,8 +86,8 @@ def main() -> None:
         print(f"{report.summary()}")
         print(f"opening the database read-only for a query (counting its tables): {opening * 1e3:.0f} ms")
         for label, machines in (("one machine", ["load-m3"]), (f"all {args.machines} machines", None)):
-            history = _timed(lambda: queries.benchmark_history(db, "load5.Quick.track_time_3", machines))
-            overview = _timed(lambda: queries.latest_cases(db, machines[0] if machines else None))
+            history = _timed(lambda on=machines: queries.benchmark_history(db, "load5.Quick.track_time_3", on))
+            overview = _timed(lambda on=machines: queries.latest_cases(db, on[0] if on else None))
             print(f"dashboard queries on {label}: History (one benchmark) {history * 1e3:.0f} ms; "
                   f"Overview (newest row of every series) {overview * 1e3:.0f} ms")
 

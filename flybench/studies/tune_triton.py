@@ -138,12 +138,12 @@ def _provenance(device, shape_set: str, records: list[dict[str, Any]], before: s
 
     how = (f"tuned on {device.name} ({device.arch}) {datetime.date.today().isoformat()}, triton {triton.__version__},"
            f" torch {torch.__version__}, flybench.studies.tune_triton --set {shape_set}")
-    names = [bucket_name(r["workload"], r["dtype"], r["bucket"]) for r in records]
+    names = [_bucket_name(r["workload"], r["dtype"], r["bucket"]) for r in records]
     kept = [segment for segment in before.split("; ") if segment.split(": ", 1)[0] not in names]
     return "; ".join([f"{name}: {how}" for name in names] + kept)
 
 
-def bucket_name(workload: str, dtype: str, index: int) -> str:
+def _bucket_name(workload: str, dtype: str, index: int) -> str:
     """Attention entries serve every dtype; MoE entries are per dtype."""
     return f"moe {dtype} bucket {index}" if workload == "moe" else f"{workload} bucket {index}"
 

@@ -199,12 +199,12 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
     shared = {"sorted_ids": routing.sorted_ids, "block_expert": routing.block_expert, "total": routing.total,
               "pairs": pairs, "hidden": hidden, "inter": inter}
     constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, **meta}
-    even_k = {"EVEN_K": hidden % meta["BLOCK_K"] == 0}, {"EVEN_K": inter % meta["BLOCK_K"] == 0}
     num_m = rows // block_m
     launches.append(Launch(moe_gate_up, (num_m * cdiv(inter, meta["BLOCK_N"]),), {
         "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared,
         "stride_am": a.stride(0), "stride_we": w13.stride(0), "stride_wn": w13.stride(1),
-        "stride_se": 2 * inter, "stride_cm": act.stride(0)}, {**constexprs, **even_k[0]}, dict(config.options)))
+        "stride_se": 2 * inter, "stride_cm": act.stride(0)},
+        {**constexprs, "EVEN_K": hidden % meta["BLOCK_K"] == 0}, dict(config.options)))
     h, h_scale = act, None
     if fp8 is not None:
         h, h_scale, quantize_h = _quantize(act, fp8, routing.sorted_ids, pairs)
@@ -214,5 +214,6 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
         "act": h, "act_scale": h_scale, "w": w2, "w_scale": inputs.get("w2_scale"),
         "routing_weights": routing.weights, "out": out32, **shared,
         "stride_am": h.stride(0), "stride_we": w2.stride(0), "stride_wn": w2.stride(1), "stride_se": hidden,
-        "stride_om": out32.stride(0)}, {**constexprs, **even_k[1]}, dict(config.options)))
+        "stride_om": out32.stride(0)}, {**constexprs, "EVEN_K": inter % meta["BLOCK_K"] == 0},
+        dict(config.options)))
     return MoePlan(launches, routing, pairs, out32, x.dtype)
