@@ -13,11 +13,10 @@ import pytest
 
 from flybench.errors import FlybenchError
 from flybench.hardware import Device
-from flybench.kernels.triton import cases, config_table, configs
+from flybench.kernels.triton import cases, config_table, configs, tune
 from flybench.measure.case import measure_case
 from flybench.measure.contract import PRESETS
 from flybench.providers import get_provider
-from flybench.studies import tune_triton
 from flybench.workloads import get_workload
 
 GPU = {"sm_90": Device("cuda", "sm_90", "NVIDIA H200", "h200", "cuda 12.8", "cuda"),
@@ -115,24 +114,24 @@ def test_fp8_flavour_per_architecture():
 
 def test_tuning_candidates_start_with_the_current_entry():
     entry = configs.entries("gfx942", "moe", "fp8")[0]
-    found = tune_triton.candidates("gfx942", "moe", entry)
+    found = tune.candidates("gfx942", "moe", entry)
     assert found[0] == entry and len(found) == len({str(sorted(c.items())) for c in found})
     assert all(c["max_tokens"] == 16 and c["BLOCK_M"] in (16, 32) for c in found)
-    assert all("waves_per_eu" not in c for c in tune_triton.candidates("sm_90", "moe", configs.entries(
+    assert all("waves_per_eu" not in c for c in tune.candidates("sm_90", "moe", configs.entries(
         "sm_90", "moe", "bf16")[0]))
 
 
 def test_tuning_dry_run_lists_work_and_refuses_to_tune_on_cpu(capsys):
-    assert tune_triton.main(["--dry-run", "--arch", "sm_90", "--set", "quick"]) == 0
+    assert tune.main(["--dry-run", "--arch", "sm_90", "--set", "quick"]) == 0
     listed = capsys.readouterr().out
     assert "moe fp8 bucket 0" in listed and "diffusion_attention bf16 bucket 1" in listed
-    assert tune_triton.main(["--set", "quick"]) == 2
+    assert tune.main(["--set", "quick"]) == 2
     assert "needs a GPU" in capsys.readouterr().err
 
 
 def test_table_rewrite_round_trips(tmp_path):
     path = tmp_path / "config_table.py"
-    tune_triton.write_table(config_table.TABLE, path)
+    tune.write_table(config_table.TABLE, path)
     tree = ast.parse(path.read_text())
     assert ast.get_docstring(tree) == config_table.__doc__.strip("\n")
     assert ast.literal_eval(tree.body[-1].value) == config_table.TABLE
@@ -158,7 +157,7 @@ class _NoInputs:
 
 def test_tuning_picks_the_fastest_working_candidate(monkeypatch):
     """The bucket logic on fake timings: failures dropped, the winner must beat the current entry by the margin."""
-    monkeypatch.setattr(tune_triton, "get_workload", lambda name: _NoInputs())
+    monkeypatch.setattr(tune, "get_workload", lambda name: _NoInputs())
     device = Device("cuda", "sm_90", "NVIDIA H200", "h200", "", "cpu")
     bucket = get_workload("moe").cases("full")[:2]
 
@@ -169,13 +168,13 @@ def test_tuning_picks_the_fastest_working_candidate(monkeypatch):
             return speed(entry) * (2.0 if case is bucket[1] else 1.0)
         return measure
 
-    monkeypatch.setattr(tune_triton, "_measure", fake(lambda e: 0.5 if (e["BLOCK_N"], e["GROUP_M"]) == (128, 8) else 1.0))
-    record = tune_triton.tune_bucket(device, "moe", "fp8", 0, bucket, None, 0.02)
+    monkeypatch.setattr(tune, "_measure", fake(lambda e: 0.5 if (e["BLOCK_N"], e["GROUP_M"]) == (128, 8) else 1.0))
+    record = tune.tune_bucket(device, "moe", "fp8", 0, bucket, None, 0.02)
     assert record["winner"]["BLOCK_N"] == 128 and record["winner"]["GROUP_M"] == 8
     assert all(row["failed"].startswith(bucket[0].name) for row in record["candidates"]
                if row["config"]["BLOCK_K"] == 64 and row["config"]["num_stages"] == 2)
-    monkeypatch.setattr(tune_triton, "_measure", fake(lambda e: 1.0))
-    record = tune_triton.tune_bucket(device, "moe", "fp8", 0, bucket, None, 0.02)
+    monkeypatch.setattr(tune, "_measure", fake(lambda e: 1.0))
+    record = tune.tune_bucket(device, "moe", "fp8", 0, bucket, None, 0.02)
     assert record["winner"] == configs.entries("sm_90", "moe", "fp8")[0]  # a tie keeps the current entry
 
 
@@ -212,9 +211,9 @@ def test_tuning_provenance_names_each_tuned_bucket_once_across_runs(monkeypatch)
 
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__="3.6.0"))
     device = GPU["sm_90"]
-    first = tune_triton._provenance(device, "quick", [{"workload": "moe", "dtype": "bf16", "bucket": 2}],
+    first = tune._provenance(device, "quick", [{"workload": "moe", "dtype": "bf16", "bucket": 2}],
                                     "hand-picked seed")
-    second = tune_triton._provenance(device, "full", [{"workload": "moe", "dtype": "bf16", "bucket": 2},
+    second = tune._provenance(device, "full", [{"workload": "moe", "dtype": "bf16", "bucket": 2},
                                                       {"workload": "diffusion_attention", "dtype": "bf16",
                                                        "bucket": 0}], first)
     segments = second.split("; ")

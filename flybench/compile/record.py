@@ -57,11 +57,6 @@ NVIDIA_METRICS = (
 )
 
 
-def metrics_for(arch: str) -> tuple[Metric, ...]:
-    """The metric set of a target: NVIDIA's for sm_*, AMD's otherwise."""
-    return NVIDIA_METRICS if arch.startswith("sm_") else AMD_METRICS
-
-
 @dataclass
 class CompileRecord:
     """Everything known about compiling one registered kernel configuration for one target."""

@@ -155,10 +155,3 @@ def check_arch(arch: str) -> str:
     if arch not in ARCHES:
         raise unknown_name("target", arch, ARCHES)
     return arch
-
-
-def cases_for(arches: tuple[str, ...], backend: str | None = None) -> list[str]:
-    """Names of the cases that exist (or are reported as not applicable) on any of `arches`."""
-    amd = any(a in AMD_ARCHES for a in arches)
-    return [c.name for c in CASES.values() if (backend is None or c.backend == backend)
-            and (amd or set(c.arches) & set(arches))]

@@ -8,6 +8,7 @@
 - `cases`: from a workload case to a kernel plan (provider, check and specs all go through it).
 - `specs`: every kernel at every configuration of an architecture, for compile-only metrics.
 - `check`: the kernels against the workloads' float32 references (GPU, or Triton's interpreter).
+- `tune`: measures candidate configurations on a GPU and rewrites `config_table` with the winners.
 
 Importing this package does not import triton; the kernel modules do.
 """

@@ -1,6 +1,6 @@
 """The configuration table of the Triton kernels, one entry per architecture.
 
-Rewritten by `python -m flybench.studies.tune_triton --write` on a GPU of that
+Rewritten by `python -m flybench.kernels.triton.tune --write` on a GPU of that
 architecture; keep it a plain literal so the rewrite is a clean diff. Each
 architecture says where its numbers come from in "provenance".
 
@@ -187,14 +187,14 @@ TABLE = {'gfx942': {'provenance': 'hand-picked seed, not tuned on hardware (no A
                              'waves_per_eu': 0,
                              'matrix_instr_nonkdim': 16}]}},
  'sm_90': {'provenance': 'diffusion_attention bucket 0: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton '
-                         '3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton --set quick; '
+                         '3.6.0, torch 2.11.0+cu130, flybench.kernels.triton.tune --set quick; '
                          'diffusion_attention bucket 1: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton '
-                         '3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton --set quick; moe bf16 '
+                         '3.6.0, torch 2.11.0+cu130, flybench.kernels.triton.tune --set quick; moe bf16 '
                          'bucket 2: tuned on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch '
-                         '2.11.0+cu130, flybench.studies.tune_triton --set quick; moe bf16 bucket 3: tuned '
+                         '2.11.0+cu130, flybench.kernels.triton.tune --set quick; moe bf16 bucket 3: tuned '
                          'on NVIDIA H200 (sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, '
-                         'flybench.studies.tune_triton --set quick; moe fp8 bucket 3: tuned on NVIDIA H200 '
-                         '(sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, flybench.studies.tune_triton '
+                         'flybench.kernels.triton.tune --set quick; moe fp8 bucket 3: tuned on NVIDIA H200 '
+                         '(sm_90) 2026-11-30, triton 3.6.0, torch 2.11.0+cu130, flybench.kernels.triton.tune '
                          '--set quick; other buckets: hand-picked seed, not yet tuned on hardware',
            'compute_units': 132,
            'diffusion_attention': [{'max_rows': 64,

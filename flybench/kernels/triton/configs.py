@@ -3,7 +3,7 @@
 The numbers live in `config_table.TABLE`, not in autotune decorators: a run is
 reproducible (the same case always compiles the same kernel), nothing is tuned
 inside a timed benchmark, and compile-only resource metrics compile exactly the
-configurations that run. `flybench.studies.tune_triton` refreshes the table on
+configurations that run. `flybench.kernels.triton.tune` refreshes the table on
 a GPU.
 """
 

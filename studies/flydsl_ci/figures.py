@@ -11,9 +11,9 @@ from pathlib import Path
 import altair as alt
 import pandas as pd
 
-from flybench.studies.flydsl_ci_data import History
-from flybench.studies.flydsl_ci_steps import Alert
-from flybench.studies.flydsl_ci_sweep import Outcome
+from studies.flydsl_ci.data import History
+from studies.flydsl_ci.steps import Alert
+from studies.flydsl_ci.sweep import Outcome
 
 PROVENANCE = "FlyDSL CI (MI325X gfx942, MI355X gfx950, Radeon gfx1201), main, 2026-06-11..07-12"
 FLOOR = 0.01

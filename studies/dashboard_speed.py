@@ -1,6 +1,6 @@
 """How fast the dashboard's pages render on a million-row database (a load test; the data is synthetic).
 
-    python -m flybench.studies.dashboard_speed [--db /tmp/load.duckdb] [--commits 1000] [--machines 10]
+    python -m studies.dashboard_speed [--db /tmp/load.duckdb] [--commits 1000] [--machines 10]
 
 Builds (unless it exists) a database of 10 machines x 1,000 commits x 100
 series = 1,000,000 result rows, then times every dashboard page under
@@ -33,7 +33,7 @@ CASES = [f"case{i}" for i in range(5)]
 PROVIDERS = ("flydsl", "ck")
 PAGES = {"Overview": None, "History": "history", "Compare": "compare", "Regressions": "regressions",
          "Kernel resources": "resources", "Roofline": "roofline"}
-APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
 
 def build(db: Path, machines: int, commits: int, seed: int = 0) -> int:

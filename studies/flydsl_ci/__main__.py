@@ -4,13 +4,13 @@ One command imports the history (idempotent: a second run changes nothing),
 reads it back from the store, and writes the study's figures and the
 document itself, so every number in it comes from this run:
 
-    python -m flybench.studies.flydsl_ci \\
+    python -m studies.flydsl_ci \\
         --data ../shared/data/flydsl-ci-history-2026-06-11_2026-07-12.json.gz \\
         --flydsl-repo /path/to/FlyDSL --db /tmp/flydsl-ci.duckdb
 
 The clone of FlyDSL (any clone whose main reaches 2026-07-12) tells main's
 commits from pull-request commits and names the PR behind each squash merge.
-The prose lives in flydsl_ci_doc.md beside this file; `$name` fields are
+The prose lives in doc.md beside this file; `$name` fields are
 filled from the computed numbers and tables.
 """
 
@@ -24,16 +24,15 @@ from typing import Any
 from flybench.importers.flydsl_ci import import_file
 from flybench.importers.flydsl_ci.store import DEFAULT_SUBJECT
 from flybench.regress import RegressConfig
-from flybench.studies import flydsl_ci_figures as figures
-from flybench.studies import flydsl_ci_sweep as sweeping
-from flybench.studies import flydsl_ci_tables as tables
-from flybench.studies.flydsl_ci_data import History, load
-from flybench.studies.flydsl_ci_flags import beyond_band, counts, judge_flags, missed_by_rule
-from flybench.studies.flydsl_ci_steps import evidence
+from studies.flydsl_ci import figures, tables
+from studies.flydsl_ci import sweep as sweeping
+from studies.flydsl_ci.data import History, load
+from studies.flydsl_ci.flags import beyond_band, counts, judge_flags, missed_by_rule
+from studies.flydsl_ci.steps import evidence
 
 COMPARE = (0.03, 3.0)
 """(relative, noise_k) for listing steps and judging FlyDSL's flags: FlyDSL's 3%, flybench's default noise_k."""
-TEMPLATE = Path(__file__).with_name("flydsl_ci_doc.md")
+TEMPLATE = Path(__file__).with_name("doc.md")
 
 
 def study(db: Path, repo: Path, doc: Path, images: Path, subject: str = DEFAULT_SUBJECT,
@@ -110,7 +109,7 @@ def _draw(history: History, noise: Any, judged: list, real: list, outcomes: list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flybench.studies.flydsl_ci", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.flydsl_ci", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, help="FlyDSL CI history file to import first (idempotent)")
     parser.add_argument("--flydsl-repo", type=Path, required=True, help="a clone of FlyDSL (main through the data)")
     parser.add_argument("--main-ref", help="the clone's main branch (default: origin/main, main, else HEAD)")

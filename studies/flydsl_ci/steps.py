@@ -26,7 +26,7 @@ from asv import step_detect
 
 from flybench.regress.config import RegressConfig, Thresholds
 from flybench.regress.history import Step, detect, series_noise
-from flybench.studies.flydsl_ci_data import History, Series, SeriesKey
+from studies.flydsl_ci.data import History, Series, SeriesKey
 
 MIN_BAND = 1.0
 """Percent: the smallest A/A band, for cases whose A/A runs never moved (values rounded alike)."""

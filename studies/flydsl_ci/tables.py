@@ -21,10 +21,10 @@ from flybench.importers.flydsl_ci.derive import MAIN_ENV, SOURCE
 from flybench.regress import RegressConfig, find_regressions
 from flybench.regress.history import MAD_TO_SIGMA
 from flybench.store import queries
-from flybench.studies.flydsl_ci_data import History
-from flybench.studies.flydsl_ci_flags import VERDICTS, Judged
-from flybench.studies.flydsl_ci_steps import Alert, aa_band, evidence, relative_noise
-from flybench.studies.flydsl_ci_sweep import coarse
+from studies.flydsl_ci.data import History
+from studies.flydsl_ci.flags import VERDICTS, Judged
+from studies.flydsl_ci.steps import Alert, aa_band, evidence, relative_noise
+from studies.flydsl_ci.sweep import coarse
 
 
 def markdown(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

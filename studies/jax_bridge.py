@@ -19,7 +19,7 @@ synchronisation at the end. The bridge cost is jax - torch. The bridged
 outputs are checked against the torch path's first (equal up to the order of
 the MoE's atomic adds).
 
-    python -m flybench.studies.jax_bridge --out bridge.json
+    python -m studies.jax_bridge --out bridge.json
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ replaces the current entry only if it wins by more than --margin. Every
 measured median goes into --out, so the table never holds a number that was
 not measured; the table itself holds configurations only.
 
-    python -m flybench.studies.tune_triton --set full --out tune-h200.json --write
-    python -m flybench.studies.tune_triton --dry-run     # buckets, cases and candidate counts; runs anywhere
-    python -m flybench.studies.tune_triton --workload moe --dtype fp8 --max-candidates 40
+    python -m flybench.kernels.triton.tune --set full --out tune-h200.json --write
+    python -m flybench.kernels.triton.tune --dry-run     # buckets, cases and candidate counts; runs anywhere
+    python -m flybench.kernels.triton.tune --workload moe --dtype fp8 --max-candidates 40
 
 Needs a GPU (NVIDIA or AMD) for anything but --dry-run.
 """
@@ -137,7 +137,7 @@ def _provenance(device, shape_set: str, records: list[dict[str, Any]], before: s
     import triton
 
     how = (f"tuned on {device.name} ({device.arch}) {datetime.date.today().isoformat()}, triton {triton.__version__},"
-           f" torch {torch.__version__}, flybench.studies.tune_triton --set {shape_set}")
+           f" torch {torch.__version__}, flybench.kernels.triton.tune --set {shape_set}")
     names = [_bucket_name(r["workload"], r["dtype"], r["bucket"]) for r in records]
     kept = [segment for segment in before.split("; ") if segment.split(": ", 1)[0] not in names]
     return "; ".join([f"{name}: {how}" for name in names] + kept)

@@ -24,8 +24,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from flybench.regress.history import resolution
-from flybench.studies.flydsl_ci_data import History, Job
-from flybench.studies.flydsl_ci_steps import Alert, aa_band, relative_noise
+from studies.flydsl_ci.data import History, Job
+from studies.flydsl_ci.steps import Alert, aa_band, relative_noise
 
 VERDICTS = ("A/A", "confirmed", "rounding", "within noise", "not reproduced", "merged, no step", "unresolved")
 RULE_PCT = -3.0

@@ -7,7 +7,7 @@ never shown anywhere), ingests it, re-ingests it (nothing changed), and
 times the queries behind the dashboard's History and Overview pages, each
 opening the database read-only as the dashboard does. Run:
 
-    python -m flybench.studies.store_scale [--machines 10 --commits 100 --benchmarks 100]
+    python -m studies.store_scale [--machines 10 --commits 100 --benchmarks 100]
 """
 
 from __future__ import annotations

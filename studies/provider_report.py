@@ -10,7 +10,7 @@ faster). FLOPs and minimum bytes come from the workloads' current formulas,
 so a corrected byte count applies to old records too. Only records with
 status ok are used; the last record of a case wins (a rerun replaces).
 
-    python -m flybench.studies.provider_report results/flybench/dev-h200/ef420c15-*.cases.jsonl --subject triton
+    python -m studies.provider_report results/flybench/dev-h200/ef420c15-*.cases.jsonl --subject triton
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def report(path: Path, subject: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flybench.studies.provider_report",
+    parser = argparse.ArgumentParser(prog="python -m studies.provider_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("cases", type=Path, help="a run's .cases.jsonl")
     parser.add_argument("--subject", default="triton", help="the provider to report on (default: triton)")

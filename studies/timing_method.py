@@ -7,7 +7,7 @@ of the GPU's state hit all three alike. Reports per case the within-run
 coefficient of variation of flybench's samples, the spread (CV) of each
 method's median across repeats, and the ratio of the medians. Needs a GPU.
 
-    python -m flybench.studies.timing_method --out timing.json
+    python -m studies.timing_method --out timing.json
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Only series that can be judged take part: values printed finer than 1% of
 the value (a case at 0.8 TFLOPS printed as 0.8 or 0.9 moves in 12% steps),
 and same-job A/A runs to say how much the case moves by itself. Real steps
-are the corroborated ones (flydsl_ci_steps.evidence) of at least 3% among
+are the corroborated ones (steps.evidence) of at least 3% among
 what a permissive scan proposes; a quiet series has none. Each threshold
 triple is replayed night by night: an alert on a quiet series is a false
 alarm, and a real step is caught when an alert covers it (same case,
@@ -16,8 +16,8 @@ import statistics
 from dataclasses import dataclass
 
 from flybench.regress.history import resolution
-from flybench.studies.flydsl_ci_data import History, Series, SeriesKey
-from flybench.studies.flydsl_ci_steps import Alert, evidence, fit_once, nightly, overlaps
+from studies.flydsl_ci.data import History, Series, SeriesKey
+from studies.flydsl_ci.steps import Alert, evidence, fit_once, nightly, overlaps
 
 PERMISSIVE = (0.01, 1.0, 1)
 """(relative, noise_k, nights) of the scan that proposes candidate steps."""

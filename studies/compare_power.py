@@ -17,8 +17,8 @@ and the branch are not moved; only case.py is swapped while PLANT runs). Step 2,
 `flybench.regress.compare` for BASE->PLANT and BASE->AA at several relative
 thresholds, and print the table (markdown) and JSON.
 
-    python -m flybench.studies.compare_power run --results /tmp/power -w gemm -w attention -p torch -d bf16
-    python -m flybench.studies.compare_power report /tmp/power --out docs/data/compare-power.json
+    python -m studies.compare_power run --results /tmp/power -w gemm -w attention -p torch -d bf16
+    python -m studies.compare_power report /tmp/power --out docs/data/compare-power.json
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 CASE_PY = "flybench/measure/case.py"
 PLANT_AT = "    runner = provider.build(case, dtype, inputs, device)\n"
 PLANT = PLANT_AT.replace("runner =", "built =") + (
@@ -146,7 +146,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flybench.studies.compare_power", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.compare_power", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
     step = sub.add_parser("run", help="on a GPU: measure BASE, PLANT and AA")
     step.add_argument("--results", type=Path, required=True, help="where to copy the study's results tree")
