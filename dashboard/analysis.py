@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from dashboard.frames import cell_text, fmt, params_text
+from flybench.benchmark_names import workload_of
 from flybench.regress import CaseResult, Comparison, Regression, load_config
 from flybench.regress.compare import _judge  # the per-case verdict `flybench compare` gives
 from flybench.regress.history import (
@@ -122,7 +123,7 @@ def case_rows(cases: list[CaseResult]) -> pd.DataFrame:
         head = c.head if head_status == "ok" else None
         records.append({
             "verdict": c.verdict, "benchmark": c.benchmark, "parameters": ", ".join(map(str, c.params.values())),
-            "workload": c.benchmark.split(".")[0], "case": c.params.get("case"),
+            "workload": workload_of(c.benchmark), "case": c.params.get("case"),
             "provider": c.params.get("provider"), "dtype": c.params.get("dtype"), "unit": c.unit,
             "base": base, "head": head, "change": c.relative if base is not None and head is not None else None,
             "base_text": cell_text(base_status, base, c.unit), "head_text": cell_text(head_status, head, c.unit),

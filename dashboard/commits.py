@@ -18,8 +18,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 from asv.util import UserError, load_json
+from flybench import envvars
 
-CONFIG_ENV = "FLYBENCH_ASV_CONFIG"
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Repo:
 
 def repo() -> Repo | None:
     """The subject of the configured asv config, or None when there is no readable config."""
-    config = Path(os.environ.get(CONFIG_ENV) or "asv.conf.json")
+    config = Path(os.environ.get(envvars.ASV_CONFIG) or "asv.conf.json")
     return _read(config, config.stat().st_mtime_ns if config.is_file() else 0)
 
 

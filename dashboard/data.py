@@ -20,11 +20,11 @@ import streamlit as st
 
 from dashboard import ui
 from dashboard.analysis import history_steps
+from flybench import envvars
 from flybench.errors import FlybenchError
 from flybench.regress import compare, find_regressions
 from flybench.store import DEFAULT_DB, queries
 
-DB_ENV = "FLYBENCH_DB"
 """`flybench dashboard --db` passes the database to the app through this variable."""
 
 LOADERS: dict[str, Callable[..., Any]] = {
@@ -48,7 +48,7 @@ def db_path() -> Path:
     argv = sys.argv
     if "--db" in argv[:-1]:
         return Path(argv[argv.index("--db") + 1])
-    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+    return Path(os.environ.get(envvars.DB) or DEFAULT_DB)
 
 
 def stamp(path: Path) -> tuple[int, int]:

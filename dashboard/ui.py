@@ -17,9 +17,9 @@ import pandas as pd
 import streamlit as st
 
 from dashboard.frames import FLYBENCH, imported
+from flybench import envvars
 
 _ALTAIR_GLOBALS = threading.Lock()
-VALIDATE_ENV = "FLYBENCH_VALIDATE_CHARTS"
 FILL_COMMANDS = """\
 flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
 flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)"""
@@ -83,7 +83,7 @@ def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
         alt.data_transformers.register("flybench-named", named)
         theme = alt.theme.enable("none") if alt.theme.active == "default" else contextlib.nullcontext()
         with alt.data_transformers.enable("flybench-named"), theme:
-            spec = figure.to_dict(validate=os.environ.get(VALIDATE_ENV) == "1")
+            spec = figure.to_dict(validate=os.environ.get(envvars.VALIDATE_CHARTS) == "1")
     spec["datasets"] = {**spec.get("datasets", {}), **datasets}
     return spec
 

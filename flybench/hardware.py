@@ -12,6 +12,7 @@ import re
 import socket
 from dataclasses import asdict, dataclass
 from functools import lru_cache
+from flybench import envvars
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def detect() -> Device:
     """
     import torch
 
-    if os.environ.get("FLYBENCH_DEVICE") == "cpu" or not torch.cuda.is_available():
+    if os.environ.get(envvars.DEVICE) == "cpu" or not torch.cuda.is_available():
         return Device("cpu", "cpu", platform.processor() or platform.machine(), "cpu", "", "cpu")
     props = torch.cuda.get_device_properties(0)
     if torch.version.hip:

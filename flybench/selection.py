@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from flybench import benchmark_names
 from flybench.errors import unknown_name
 from flybench.hardware import Device
 from flybench.providers import get_provider, provider_names
@@ -50,10 +50,5 @@ def check_shape_set(shape_set: str) -> None:
 
 
 def asv_regex(shape_set: str, runnable: list[Choice]) -> list[str]:
-    """asv `--bench` patterns selecting exactly the runnable combinations of one shape set.
-
-    asv matches parameterized benchmarks as `name('case', 'provider', 'dtype')`.
-    """
-    suite = shape_set.capitalize()
-    return [rf"^{c.workload}\.{suite}\.track_\w+\('[^']*', '{re.escape(c.provider)}', '{re.escape(c.dtype)}'\)$"
-            for c in runnable]
+    """asv `--bench` patterns selecting exactly the runnable combinations of one shape set."""
+    return [benchmark_names.asv_pattern(c.workload, shape_set, c.provider, c.dtype) for c in runnable]

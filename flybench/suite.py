@@ -1,23 +1,32 @@
-"""asv-facing glue: one parameterized benchmark class per (workload, shape set).
+"""asv-facing glue: one parameterized benchmark class per (workload, shape set), one benchmark per case.
 
-Each case is measured once per run, in `setup`, and the result appended to
-the run's sidecar file; the class's five tracked values (device time with its
-samples, TFLOP/s, GB/s, roofline fraction, correctness error) each run in a
-fresh asv process and read that one measurement back instead of measuring
-again. Quick and full shape sets are separate classes, so a quick run can
-never overwrite a full result of the same commit.
+Each case (case x provider x dtype) is one asv benchmark, `track_time`,
+measured once in `setup`: its device samples go to asv, and everything asv
+has no field for (correctness, failure reason, contract, FLOP and byte
+counts, the rates derived from them) to the case record beside asv's
+results file (flybench.measure.record). A case is measured once under
+`flybench run` and under a plain `asv run` alike. Quick and full shape sets
+are separate classes, so a quick run can never overwrite a full result of
+the same commit.
+
+Importing this module imports torch and flybench's measuring code, so that
+asv's forkserver, which imports the suites once and forks a process per
+case, hands every case a process with them loaded (no GPU is touched before
+the fork).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import torch  # noqa: F401 - loaded once in asv's forkserver, not once per case
 
+from flybench import benchmark_names, run_identity
+from flybench.measure import record as records
+from flybench.measure.case import measure_case
+from flybench.measure.contract import PRESETS
 from flybench.measure.record import CaseRecord
 
-RUN_ID_ENV = "FLYBENCH_RUN_ID"
 TIMEOUT_S = {"tiny": 300.0, "quick": 900.0, "full": 1800.0}
-"""asv kills a case's process after this long; a hang then costs one timeout, not five."""
+"""asv kills a case's process after this long."""
 
 
 def make_suite(workload_name: str, shape_set: str) -> type:
@@ -27,18 +36,18 @@ def make_suite(workload_name: str, shape_set: str) -> type:
 
     workload = get_workload(workload_name)
     params = [[c.name for c in workload.cases(shape_set)], provider_names(workload_name), list(workload.dtypes)]
-    return type(shape_set.capitalize(), (CaseSuite,), {
+    return type(benchmark_names.suite_class(shape_set), (CaseSuite,), {
         "workload": workload_name, "shape_set": shape_set, "params": params, "timeout": TIMEOUT_S[shape_set],
         "__doc__": f"{workload.description} ({shape_set} shape set)",
     })
 
 
 class CaseSuite:
-    """The tracked values of one measured case; subclasses set workload, shape_set, params."""
+    """One measured case per parameter combination; subclasses set workload, shape_set, params."""
 
     workload = ""
     shape_set = ""
-    param_names = ["case", "provider", "dtype"]
+    param_names = list(benchmark_names.PARAM_NAMES)
 
     def setup(self, case: str, provider: str, dtype: str) -> None:
         self.record = measured(self.workload, self.shape_set, case, provider, dtype)
@@ -46,90 +55,36 @@ class CaseSuite:
             raise NotImplementedError(self.record.reason)
 
     def track_time(self, *_):
-        return {"samples": self._ok().samples_s, "number": 1}
-
-    track_time.type, track_time.unit = "time", "seconds"
-
-    def track_tflops(self, *_):
-        return self._ok().tflops
-
-    track_tflops.unit = "TFLOP/s"
-
-    def track_gbps(self, *_):
-        return self._ok().gbps
-
-    track_gbps.unit = "GB/s"
-
-    def track_roofline(self, *_):
-        return self._ok().roofline_fraction
-
-    track_roofline.unit = "fraction of roofline"
-
-    def track_error(self, *_):
-        """Reported even for a failed gate: how wrong a wrong result was is worth tracking."""
-        if "out" not in self.record.errors:
-            raise RuntimeError(f"no correctness error measured: {self.record.reason}")
-        return self.record.errors["out"]
-
-    track_error.unit = "relative error"
-
-    def _ok(self) -> CaseRecord:
+        """Device seconds per call, one sample each; a case that failed its gate has no time."""
         if self.record.status != "ok":
             raise RuntimeError(f"{self.record.provider} {self.record.case} {self.record.dtype}: {self.record.reason}")
-        return self.record
+        return {"samples": self.record.samples_s, "number": 1}
+
+    track_time.type, track_time.unit = "time", "seconds"
 
 
 DIED = "the measuring process died before it finished (crash, hang past the asv timeout, or killed)"
 
 
 def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str) -> CaseRecord:
-    """This run's record of the case, measuring it (and appending it to the sidecar) if absent.
+    """Measure the case, with its record appended beside the run's results when the run is known.
 
-    A placeholder saying the process died is written before measuring; if the
-    process crashes or hangs, the case's other tracked values find that
-    placeholder and report the failure instead of crashing again.
+    A placeholder saying the process died is written first; a crash or a
+    hang leaves it as the case's last record, so the store can say why the
+    case has no time.
     """
-    from flybench.measure import record as records
-
-    sidecar = _sidecar()
-    run_id = os.environ.get(RUN_ID_ENV) or f"asv-{os.getppid()}"
+    run = run_identity.current()
     key = (workload, shape_set, case, provider, dtype)
-    if sidecar is not None:
-        found = records.find(sidecar, run_id, key)
-        if found is not None:
-            return found
-        records.append(sidecar, _stamped(CaseRecord(run_id, *key, status="failed", reason=DIED), sidecar))
-    from flybench.measure.case import measure_case  # imports torch: only the process that measures pays it
-    from flybench.measure.contract import PRESETS
-
-    record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set], run_id=run_id)
-    if sidecar is not None:
-        records.append(sidecar, _stamped(record, sidecar))
+    path = records.path_for(run.results_dir, run.machine, run.commit, run.env_name) if run else None
+    if path is not None:
+        records.append(path, _stamped(CaseRecord(run.run_id, *key, status="failed", reason=DIED), run))
+    record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set],
+                          run_id=run.run_id if run else "")
+    if path is not None:
+        records.append(path, _stamped(record, run))
     return record
 
 
-def _stamped(record: CaseRecord, sidecar: Path) -> CaseRecord:
-    record.commit = os.environ.get("ASV_COMMIT") or os.environ["FLYBENCH_COMMIT"]
-    record.env = os.environ.get("ASV_ENV_NAME") or os.environ["FLYBENCH_ENV_NAME"]
-    record.machine = sidecar.parent.name
+def _stamped(record: CaseRecord, run: run_identity.RunIdentity) -> CaseRecord:
+    record.commit, record.env, record.machine = run.commit, run.env_name, run.machine
     return record
-
-
-def _sidecar() -> Path | None:
-    """Where this run's records go, or None outside a run that says so.
-
-    asv gives benchmark processes in an existing environment no ASV_COMMIT
-    or ASV_ENV_NAME, so `flybench run` passes them as FLYBENCH_COMMIT and
-    FLYBENCH_ENV_NAME; a plain `asv run` without them measures every tracked
-    value separately (correct, just slower).
-    """
-    from flybench.hardware import machine_name
-    from flybench.measure.record import sidecar_path
-
-    commit = os.environ.get("ASV_COMMIT") or os.environ.get("FLYBENCH_COMMIT")
-    env = os.environ.get("ASV_ENV_NAME") or os.environ.get("FLYBENCH_ENV_NAME")
-    if not commit or not env:
-        return None
-    results = Path(os.environ.get("FLYBENCH_RESULTS_DIR") or Path(os.environ["ASV_CONF_DIR"]) / "results" / "flybench")
-    machine = os.environ.get("FLYBENCH_MACHINE") or machine_name()
-    return sidecar_path(results, machine, commit, env)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flybench import envvars
 from flybench.compile import cache, occupancy, registry, runner
 from flybench.compile.registry import KernelCase
 
@@ -24,13 +25,13 @@ def shared_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory):
-    previous = os.environ.get(cache.ENV)
-    os.environ[cache.ENV] = str(shared_cache(tmp_path_factory))
-    yield Path(os.environ[cache.ENV])
+    previous = os.environ.get(envvars.COMPILE_CACHE)
+    os.environ[envvars.COMPILE_CACHE] = str(shared_cache(tmp_path_factory))
+    yield Path(os.environ[envvars.COMPILE_CACHE])
     if previous is None:
-        os.environ.pop(cache.ENV)
+        os.environ.pop(envvars.COMPILE_CACHE)
     else:
-        os.environ[cache.ENV] = previous
+        os.environ[envvars.COMPILE_CACHE] = previous
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from asv.results import Results
 
+from flybench import envvars
 from flybench.compile import cache, registry, runner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,8 +39,8 @@ def asv_run(tmp_path_factory):
                 env_dir=str(tmp / "env"))
     config = tmp / "asv.conf.json"
     config.write_text(json.dumps(conf))
-    env = {k: v for k, v in os.environ.items() if k != runner.CHECKOUT_ENV}  # checkout kernels: n/a, not compiled
-    env[cache.ENV] = str(tmp_path_factory.getbasetemp() / "compile-cache")
+    env = {k: v for k, v in os.environ.items() if k != envvars.FLYDSL_SRC}  # checkout kernels: n/a, not compiled
+    env[envvars.COMPILE_CACHE] = str(tmp_path_factory.getbasetemp() / "compile-cache")
     env["ASV_PYTHONPATH"] = str(ROOT)
     subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", str(config), "--machine",
                     "cpu-compile"], cwd=tmp, env=env, capture_output=True, check=True)
@@ -76,14 +77,14 @@ def test_asv_run_tracks_each_metric_with_its_unit(asv_run):
 def test_tracked_values_equal_the_compile_records(asv_run):
     tmp, _, env = asv_run
     values = _values(tmp)
-    os.environ[cache.ENV], previous = env[cache.ENV], os.environ.get(cache.ENV)
+    os.environ[envvars.COMPILE_CACHE], previous = env[envvars.COMPILE_CACHE], os.environ.get(envvars.COMPILE_CACHE)
     try:
         records = {(r.kernel, r.arch): r for r in runner.measure(
             [(registry.get_case(k), a) for k in ("flydsl_vector_add", "triton_matmul_bf16")
              for a in ("gfx942", "gfx950")]
             + [(registry.get_case("triton_matmul_bf16"), "sm_90")])}
     finally:
-        os.environ.pop(cache.ENV) if previous is None else os.environ.__setitem__(cache.ENV, previous)
+        os.environ.pop(envvars.COMPILE_CACHE) if previous is None else os.environ.__setitem__(envvars.COMPILE_CACHE, previous)
     for (kernel, arch), record in records.items():
         for metric in ("vgprs", "sgprs", "lds_dynamic", "occupancy", "mfma", "ds_read_b64_tr", "code_size") \
                 if not arch.startswith("sm_") else ("registers", "smem_dynamic", "code_size"):

@@ -9,10 +9,11 @@ import os
 
 import pytest
 
+from flybench import envvars
 from flybench.compile import occupancy, registry, runner
 
-pytestmark = pytest.mark.skipif(not os.environ.get(runner.CHECKOUT_ENV),
-                                reason=f"set {runner.CHECKOUT_ENV} to a FlyDSL source checkout to compile its kernels")
+pytestmark = pytest.mark.skipif(not os.environ.get(envvars.FLYDSL_SRC),
+                                reason=f"set {envvars.FLYDSL_SRC} to a FlyDSL source checkout to compile its kernels")
 
 
 @pytest.fixture(scope="module")

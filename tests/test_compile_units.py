@@ -5,6 +5,7 @@ No compiler runs here; tests/test_compile.py compiles for real.
 
 import pytest
 
+from flybench import envvars
 from flybench.compile import cache, occupancy, registry, runner, toolchain
 from flybench.compile.elf import binaries_in_mlir, function_sizes
 from flybench.compile.isa import count_mnemonics, function_body, parse_amdgpu_isa, suspicions
@@ -124,8 +125,8 @@ def test_registry_names_and_targets():
 
 
 def test_unavailable_and_not_applicable_are_decided_without_compiling(tmp_path, monkeypatch):
-    monkeypatch.setenv(cache.ENV, str(tmp_path / "cache"))
-    monkeypatch.delenv(runner.CHECKOUT_ENV, raising=False)
+    monkeypatch.setenv(envvars.COMPILE_CACHE, str(tmp_path / "cache"))
+    monkeypatch.delenv(envvars.FLYDSL_SRC, raising=False)
     gfx950_only = registry.get_case("flash_attn_gfx950:causal")
     generic = registry.get_case("preshuffle_gemm:fp8_decode")
     no_src, na, bad_target = runner.measure([(generic, "gfx942"), (gfx950_only, "gfx942"), (generic, "gfx90a")])

@@ -9,9 +9,10 @@ Three sources, all real files:
   compare;
 - the H200 results of a real `flybench run` (results/flybench/dev-h200 in the
   repository), when present.
-At the newest commit on m1-gfx950 a sidecar record marks flydsl as failing its
+At the newest commit on m1-gfx950 a case record marks flydsl as failing its
 correctness check, as `flybench run` records one, so the pages must show
-"failed" there. compile_metrics gets the rows the store tests plant (VGPRs
+"failed" there; the other cases of the newest commit have records with FLOP
+and byte counts, from which the store derives their TFLOP/s. compile_metrics gets the rows the store tests plant (VGPRs
 238 -> 256), since nothing writes that table yet.
 """
 
@@ -34,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 SECOND = "m2-gfx942"
 SECOND_VALUES = {"time": {"flydsl": 0.80e-3, "torch": 1.00e-3}, "tflops": {"flydsl": 125.0, "torch": 100.0}}
 FAILED_REASON = "correctness: relative error 0.31 > tolerance 0.02"
+COUNTS = {"version": 2, "flops": 1e11, "bytes": 5e8, "floor_s": 0.5e-3}
+"""A case record's counts at the newest commit: 100 TFLOP/s at 1 ms, derived from the time by the store."""
 H200_PLACES = (REPO / "results" / "flybench" / "dev-h200",)
 H200_SUBJECT = "flybench"
 
@@ -66,7 +69,10 @@ def build_db(base: Path) -> DashboardDB:
     newest = next((tree / MACHINE).glob(f"{project.commits[-1][:8]}-*.json"))
     write_sidecar(newest, [case_record("flydsl", status="failed", reason=FAILED_REASON, commit=project.commits[-1],
                                        errors={"out": 0.31}, samples_s=[], median_s=None, tflops=None, gbps=None,
-                                       roofline_fraction=None)])
+                                       roofline_fraction=None), case_record("torch", **COUNTS)])
+    second = next((tree / SECOND).glob(f"{project.commits[-1][:8]}-*.json"))
+    on_second = {"machine": SECOND, "device": {"kind": "rocm", "arch": "gfx942", "name": "AMD Instinct MI325X"}}
+    write_sidecar(second, [case_record(p, **on_second, **COUNTS) for p in ("flydsl", "torch")])
     db = base / "dashboard" / "dashboard.duckdb"
     assert ingest(tree, db, subject=PROJECT).ok
     h200 = h200_results()
@@ -108,7 +114,7 @@ def dash_db(tmp_path_factory: pytest.TempPathFactory) -> DashboardDB:
     return build_db(tmp_path_factory.getbasetemp())
 
 
-def test_latest_cases_join_the_sibling_metrics_and_keep_failures(dash_db: DashboardDB) -> None:
+def test_latest_cases_derive_rates_from_the_counts_and_keep_failures(dash_db: DashboardDB) -> None:
     latest = queries.latest_cases(dash_db.path, subject=PROJECT).set_index(["machine", "provider"])
     flydsl, torch = latest.loc[(MACHINE, "flydsl")], latest.loc[(MACHINE, "torch")]
     assert flydsl["status"] == "failed" and flydsl["reason"] == FAILED_REASON

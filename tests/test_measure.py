@@ -1,5 +1,6 @@
 """The correctness gate, the timer's CPU path, contracts and case records."""
 
+import json
 import math
 
 import pytest
@@ -8,7 +9,8 @@ import torch
 from flybench.hardware import Device
 from flybench.measure import correctness
 from flybench.measure.contract import PRESETS, Contract, for_device
-from flybench.measure.record import CaseRecord, append, find
+from flybench.measure.record import FORMAT_VERSION, CaseRecord, append, beside, latest, read
+from flybench.measure.roofline import rates
 from flybench.measure.timing import _sample_count, time_runner
 
 CPU = Device("cpu", "cpu", "test cpu", "cpu", "", "cpu")
@@ -69,12 +71,33 @@ def test_cpu_contract_says_no_flush_and_host_timer():
     assert contract.static_key() != PRESETS["quick"].static_key()
 
 
-def test_record_round_trip_and_run_isolation(tmp_path):
+def test_record_round_trip_run_isolation_and_torn_lines(tmp_path):
     path = tmp_path / "m" / "abc-env.cases.jsonl"
-    first = CaseRecord("run1", "gemm", "tiny", "c", "torch", "bf16", "ok", samples_s=[1.0, 3.0, 2.0])
+    first = CaseRecord("run1", "gemm", "tiny", "c", "torch", "bf16", "ok", samples_s=[1.0, 3.0, 2.0], flops=2e12)
     append(path, first)
     append(path, CaseRecord("run2", "gemm", "tiny", "c", "torch", "bf16", "failed", reason="boom"))
-    path.open("a").write("{not json\n")
-    assert find(path, "run1", first.key).median_s == 2.0
-    assert find(path, "run2", first.key).reason == "boom"
-    assert find(path, "run3", first.key) is None
+    path.open("a").write('{"torn": \n')
+    path.open("a").write(first.to_json().replace('"version": 2', '"version": 3') + "\n")
+    found, warnings = read(path)
+    assert [r["run_id"] for r in found] == ["run1", "run2"]
+    assert len(warnings) == 2 and "line 3" in warnings[0] and "format version 3" in warnings[1]
+    assert latest(found, "run1")[first.key]["median_s"] == 2.0
+    assert latest(found, "run1")[first.key]["version"] == FORMAT_VERSION
+    assert latest(found, "run2")[first.key]["reason"] == "boom"
+    assert latest(found)[first.key]["run_id"] == "run2" and latest(found, "run3") == {}
+    assert beside(tmp_path / "m" / "abc-env.json") == path
+
+
+def test_a_record_without_version_is_the_five_metric_format(tmp_path):
+    path = tmp_path / "old.cases.jsonl"
+    path.write_text(json.dumps({"run_id": "r", "workload": "gemm", "shape_set": "tiny", "case": "c",
+                                "provider": "torch", "dtype": "bf16", "status": "ok", "tflops": 1.5}) + "\n")
+    [record], warnings = read(path)
+    assert warnings == [] and record.get("version", 1) == 1 and record["tflops"] == 1.5
+
+
+def test_rates_follow_from_counts_and_time():
+    assert rates(2e9, 4e6, 1e-3, 2e-3) == (1.0, 2.0, 0.5)
+    assert rates(None, 4e6, None, 2e-3) == (None, 2.0, None)
+    assert rates(2e12, 4e9, 1e-3, None) == (None, None, None)
+    assert rates(2e12, 4e9, 1e-3, float("nan")) == (None, None, None)

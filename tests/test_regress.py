@@ -44,7 +44,7 @@ def results(project: AsvProject, tmp_path: Path) -> Path:
 def test_planted_step_is_found_with_its_commit_range(db: Path, project: AsvProject) -> None:
     found = find_regressions(db)
     assert {(r.benchmark, r.params["provider"]) for r in found} == {
-        ("attention.Quick.track_time", "flydsl"), ("attention.Quick.track_tflops", "flydsl")}
+        ("attention.Quick.track_time", "flydsl"), ("attention.Rates.track_tflops", "flydsl")}
     for regression in found:
         step = regression.step
         assert (step.last_good, step.first_bad) == (project.commits[STEP_AT - 1], project.commits[STEP_AT])
@@ -97,9 +97,9 @@ def test_config_overrides_by_glob(tmp_path: Path, db: Path) -> None:
                       '[regress.overrides."*(c1, torch, bf16)"]\nnoise_k = 9\n')
     cfg = load_config(config)
     assert cfg.thresholds("attention.Quick.track_time", "c1, flydsl, bf16", "seconds").relative == 0.6
-    assert cfg.thresholds("attention.Quick.track_tflops", "c1, torch, bf16", "TFLOP/s").noise_k == 9
+    assert cfg.thresholds("attention.Rates.track_tflops", "c1, torch, bf16", "TFLOP/s").noise_k == 9
     assert cfg.thresholds("x", "", "TFLOP/s").absolute == 1.0 and cfg.absolute["seconds"] == 1e-5
-    assert [r.benchmark for r in find_regressions(db, config=config)] == ["attention.Quick.track_tflops"]
+    assert [r.benchmark for r in find_regressions(db, config=config)] == ["attention.Rates.track_tflops"]
     config.write_text("[regress]\nrelativ = 0.1\n")
     with pytest.raises(FlybenchError, match="unknown keys relativ"):
         load_config(config)
@@ -110,7 +110,7 @@ def test_compare_flags_the_planted_regression(db: Path, project: AsvProject) -> 
     verdicts = {(c.benchmark, c.params["provider"]): c for c in result.cases}
     time = verdicts["attention.Quick.track_time", "flydsl"]
     assert time.verdict == "regression" and time.test == "mann-whitney" and time.p_value < 0.002
-    assert verdicts["attention.Quick.track_tflops", "flydsl"].verdict == "regression"
+    assert verdicts["attention.Rates.track_tflops", "flydsl"].verdict == "regression"
     # torch moved 3%: significant by Mann-Whitney, but under the 20% threshold
     torch = verdicts["attention.Quick.track_time", "torch"]
     assert torch.verdict == "unchanged" and torch.p_value < 0.002

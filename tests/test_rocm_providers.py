@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from flybench import envvars
 from flybench import hardware
 from flybench.hardware import Device
 from flybench.measure.correctness import check
@@ -50,9 +51,9 @@ def test_rocm_providers_say_they_need_a_rocm_gpu(name):
 
 
 def test_flydsl_asks_for_a_checkout(monkeypatch, tmp_path):
-    monkeypatch.delenv(flydsl.SRC_ENV, raising=False)
-    assert flydsl.SRC_ENV in get_provider("flydsl").unavailable_reason("attention", "bf16", ROCM["gfx942"])
-    monkeypatch.setenv(flydsl.SRC_ENV, str(tmp_path))
+    monkeypatch.delenv(envvars.FLYDSL_SRC, raising=False)
+    assert envvars.FLYDSL_SRC in get_provider("flydsl").unavailable_reason("attention", "bf16", ROCM["gfx942"])
+    monkeypatch.setenv(envvars.FLYDSL_SRC, str(tmp_path))
     assert "is not a FlyDSL checkout" in get_provider("flydsl").unavailable_reason("attention", "bf16", ROCM["gfx950"])
 
 
@@ -60,7 +61,7 @@ def test_flydsl_asks_for_a_checkout(monkeypatch, tmp_path):
 def test_flydsl_with_a_checkout_depends_on_the_flydsl_package(monkeypatch, tmp_path, importable):
     (tmp_path / "kernels" / "attention").mkdir(parents=True)
     (tmp_path / "kernels" / "attention" / "flash_attn_interface.py").write_text("")
-    monkeypatch.setenv(flydsl.SRC_ENV, str(tmp_path))
+    monkeypatch.setenv(envvars.FLYDSL_SRC, str(tmp_path))
     monkeypatch.setattr(sys, "path", list(sys.path))
     find_spec = __import__("importlib.util").util.find_spec
     monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: (find_spec("os") if importable else None)
@@ -87,7 +88,7 @@ def test_detect_rocm_from_faked_device_properties(monkeypatch, arch, name, fp8):
     from flybench.workloads.dtypes import device_dtype
 
     props = types.SimpleNamespace(gcnArchName=f"{arch}:sramecc+:xnack-", name=name)
-    monkeypatch.delenv("FLYBENCH_DEVICE", raising=False)
+    monkeypatch.delenv(envvars.DEVICE, raising=False)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props)
     monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
@@ -292,7 +293,7 @@ def test_flat_operand_splits_what_overflows_int32():
     assert flydsl.flat_operand(torch.empty(2**31 + 8192, dtype=torch.int8, device="meta")).shape == (262145, 8192)
 
 
-@pytest.mark.skipif(not os.environ.get(flydsl.SRC_ENV), reason="set FLYBENCH_FLYDSL_SRC to bind against upstream")
+@pytest.mark.skipif(not os.environ.get(envvars.FLYDSL_SRC), reason="set FLYBENCH_FLYDSL_SRC to bind against upstream")
 def test_arguments_bind_to_the_checkouts_signatures():
     upstream = flydsl.import_kernel("kernels.attention.flash_attn_interface").flydsl_flash_attn_func
     moe = flydsl.import_kernel("kernels.moe.moe_gemm_2stage")

@@ -81,7 +81,7 @@ def test_ingest_loads_values_samples_and_params(results: Path, db: Path, project
     assert first["ci_99_a"] < first["q_25"] < first["value"] < first["q_75"] < first["ci_99_b"]
     assert first["contract"] is None  # no sidecar
 
-    tflops = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops", TORCH))
+    tflops = queries.records(queries.history(db, MACHINE, "attention.Rates.track_tflops", TORCH))
     assert [r["status"] for r in tflops].count("failed") == 1
     assert tflops[FAILED_AT]["value"] is None and tflops[FAILED_AT]["status"] == "failed"
     assert tflops[0]["value"] == pytest.approx(100 / TORCH_MS[0], rel=1e-4)
@@ -94,7 +94,7 @@ def test_ingest_loads_values_samples_and_params(results: Path, db: Path, project
     benchmarks = queries.records(queries.benchmarks(db))
     assert {b["name"]: (list(b["param_names"]), b["unit"]) for b in benchmarks} == {
         "attention.Quick.track_time": (["case", "provider", "dtype"], "seconds"),
-        "attention.Quick.track_tflops": (["case", "provider", "dtype"], "TFLOP/s"),
+        "attention.Rates.track_tflops": (["case", "provider", "dtype"], "TFLOP/s"),
     }
     assert count(db, "SELECT count(*) FROM environments WHERE python = ?", [sys.executable]) == 1
     assert count(db, "SELECT max(version) FROM schema_version") == LATEST
@@ -125,10 +125,10 @@ def test_ingest_reads_only_new_and_changed_files(results: Path, db: Path, projec
 
     changed = results / project.results_file(0).relative_to(project.results_dir)
     data = json.loads(changed.read_text())
-    data["results"]["attention.Quick.track_tflops"][0] = [12.5, 25.0]
+    data["results"]["attention.Rates.track_tflops"][0] = [12.5, 25.0]
     changed.write_text(json.dumps(data))
     assert ingest(results, db).loaded == [changed.relative_to(results).as_posix()]
-    rows = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops"))
+    rows = queries.records(queries.history(db, MACHINE, "attention.Rates.track_tflops"))
     assert [r["value"] for r in rows if r["commit_hash"] == project.commits[0]] == [12.5, 25.0]
     assert count(db, "SELECT count(*) FROM results") == 24
 
@@ -173,11 +173,9 @@ def test_sidecar_status_reason_and_contract_join(results: Path, db: Path, projec
     assert flydsl["status"] == "ok" and flydsl["run_id"] == "run-2"
     assert json.loads(flydsl["contract"])["flush"] == "llc"
     assert flydsl["tflops"] == 100.0 and json.loads(flydsl["errors"]) == {"out": 1e-3}
-    torch = at_step["attention.Quick.track_tflops", "torch"]
+    torch = at_step["attention.Quick.track_time", "torch"]
     assert torch["status"] == "failed" and torch["reason"].startswith("relative error")
-    no_value = next(r for r in rows if r["commit_hash"] == project.commits[FAILED_AT]
-                    and r["benchmark"].endswith("tflops") and '"torch"' in r["params"])
-    assert no_value["status"] == "unavailable" and "measured" in no_value["reason"]  # asv null, case ok
+    assert at_step["attention.Rates.track_tflops", "torch"]["contract"] is None  # not a case suite: no record
     elsewhere = [r for r in rows if r["commit_hash"] == project.commits[2]]
     assert all(r["contract"] is None and r["status"] == "ok" for r in elsewhere)
 
@@ -186,6 +184,24 @@ def test_sidecar_status_reason_and_contract_join(results: Path, db: Path, projec
     statuses = {json.loads(r["params"])["provider"]: r["status"] for r in queries.records(queries.history(
         db, MACHINE, "attention.Quick.track_time")) if r["commit_hash"] == project.commits[3]}
     assert statuses == {"flydsl": "ok", "torch": "unavailable"}
+
+
+def test_rates_are_derived_from_asv_time_and_the_records_counts(results: Path, db: Path, project: AsvProject) -> None:
+    target = results / project.results_file(0).relative_to(project.results_dir)
+    write_sidecar(target, [case_record("flydsl", version=2, flops=3e9, bytes=4e6, floor_s=2e-4, tflops=999.0),
+                           case_record("torch", version=2, flops=None, bytes=4e6, floor_s=None)])
+    assert ingest(results, db).ok
+    rows = {json.loads(r["params"])["provider"]: r for r in queries.records(queries.history(
+        db, MACHINE, "attention.Quick.track_time")) if r["commit_hash"] == project.commits[0]}
+    flydsl, torch = rows["flydsl"], rows["torch"]
+    seconds = FLYDSL_MS[0] * 1e-3  # asv's median of the toy's samples
+    assert flydsl["value"] == pytest.approx(seconds)
+    assert (flydsl["flops"], flydsl["bytes"], flydsl["floor_s"]) == (3e9, 4e6, 2e-4)
+    assert flydsl["tflops"] == pytest.approx(3e9 / seconds / 1e12)  # from the counts, not the record's 999
+    assert flydsl["gbps"] == pytest.approx(4e6 / seconds / 1e9)
+    assert flydsl["roofline_fraction"] == pytest.approx(2e-4 / seconds)
+    assert torch["tflops"] is None and torch["roofline_fraction"] is None
+    assert torch["gbps"] == pytest.approx(4e6 / (TORCH_MS[0] * 1e-3) / 1e9)
 
 
 def test_subject_is_recorded_and_kept_apart(results: Path, db: Path) -> None:
@@ -279,7 +295,8 @@ def test_a_v2_database_migrates_to_results_without_a_primary_key(results: Path, 
         old.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
     old.execute(f"ATTACH '{tmp_path / 'v3.duckdb'}' AS v3 (READ_ONLY)")
     for table in ("machines", "commits", "environments", "benchmarks", "results", "ingested_files"):
-        old.execute(f"INSERT INTO {table} SELECT * FROM v3.{table}")
+        since_v2 = " EXCLUDE (flops, bytes, floor_s)" if table == "results" else ""  # v5's columns
+        old.execute(f"INSERT INTO {table} SELECT *{since_v2} FROM v3.{table}")
     old.close()
     machine_dir = results / MACHINE
     changed = sorted(machine_dir.glob("*-*.json"))[0]
@@ -362,13 +379,13 @@ def test_files_orjson_cannot_read_exactly_are_read_as_json_reads_them(results: P
         data = json.loads(path.read_text())
         data["requirements"] = {"big": 2**70, "negative": -(10**19)}  # beyond 64 bits: orjson would give floats
         if index == 5:
-            data["results"]["attention.Quick.track_tflops"][0][0] = float("nan")  # flydsl skipped: asv writes NaN
+            data["results"]["attention.Rates.track_tflops"][0][0] = float("nan")  # flydsl skipped: asv writes NaN
         if index == 4:
-            data["results"]["attention.Quick.track_tflops"][0][0] = 2**64  # stored as a double either way
+            data["results"]["attention.Rates.track_tflops"][0][0] = 2**64  # stored as a double either way
         path.write_text(json.dumps(data))
     assert "NaN" in path.read_text()
     assert ingest(results, db).ok
-    tflops = queries.records(queries.history(db, MACHINE, "attention.Quick.track_tflops", {**FLYDSL}))
+    tflops = queries.records(queries.history(db, MACHINE, "attention.Rates.track_tflops", {**FLYDSL}))
     assert tflops[5]["value"] is None and tflops[5]["status"] == "unavailable"
     assert tflops[4]["status"] == "ok" and tflops[4]["value"] == float(2**64)
     with connect(db, read_only=True) as conn:

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from flybench.measure import record as records
 
 
 def run_records(machine_dir: Path, run_id: str) -> list[dict]:
-    """Records of one run from the machine's sidecar files, latest per case."""
-    latest: dict[tuple, dict] = {}
-    for path in sorted(machine_dir.glob("*.cases.jsonl")):
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if data.get("run_id") == run_id:
-                latest[(data["workload"], data["shape_set"], data["case"], data["provider"], data["dtype"])] = data
-    return list(latest.values())
+    """Records of one run from the machine's case-record files, latest per case."""
+    found: dict[tuple, dict] = {}
+    for path in sorted(machine_dir.glob(f"*{records.SUFFIX}")):
+        found.update(records.latest(records.read(path)[0], run_id))
+    return list(found.values())
 
 
 def print_run_summary(machine_dir: Path, run_id: str) -> None:

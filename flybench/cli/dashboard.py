@@ -14,11 +14,11 @@ import os
 import sys
 from pathlib import Path
 
+from flybench import envvars
 from flybench.errors import FlybenchError
 from flybench.store import DEFAULT_DB
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-DB_ENV, CONFIG_ENV = "FLYBENCH_DB", "FLYBENCH_ASV_CONFIG"  # read by dashboard/data.py and dashboard/commits.py
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -49,14 +49,14 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port),
            "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
            *extra]
-    env = {**os.environ, DB_ENV: str(args.db.resolve()), CONFIG_ENV: str(args.config.resolve())}
+    env = {**os.environ, envvars.DB: str(args.db.resolve()), envvars.ASV_CONFIG: str(args.config.resolve())}
     return cmd, env
 
 
 def main(args: argparse.Namespace) -> int:
     """Becomes the streamlit process (exec), so Ctrl-C and service managers' signals reach it directly."""
     cmd, env = command(args)
-    print(f"flybench dashboard: http://{args.address}:{args.port}  (database {env[DB_ENV]}, Ctrl-C to stop)",
+    print(f"flybench dashboard: http://{args.address}:{args.port}  (database {env[envvars.DB]}, Ctrl-C to stop)",
           flush=True)
     os.execve(cmd[0], cmd, env)
     return 0  # not reached

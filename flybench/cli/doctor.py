@@ -112,7 +112,8 @@ def _gpus() -> list[Check]:
 
 
 def _checkout(explicit: str | None) -> Check:
-    from flybench.compile.runner import CHECKOUT_ENV, NO_CHECKOUT, checkout_path
+    from flybench import envvars
+    from flybench.compile.runner import NO_CHECKOUT, checkout_path
 
     path = checkout_path(explicit)
     if path is None:
@@ -120,7 +121,7 @@ def _checkout(explicit: str | None) -> Check:
                                                             "unavailable")
     if not (path / "kernels" / "attention").is_dir():
         return Check("FlyDSL checkout", False, f"{path}: no kernels/attention there",
-                     f"{path} is not a FlyDSL source checkout: point {CHECKOUT_ENV} or --flydsl-src at one")
+                     f"{path} is not a FlyDSL source checkout: point {envvars.FLYDSL_SRC} or --flydsl-src at one")
     try:
         head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=30).stdout.strip()

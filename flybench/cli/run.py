@@ -13,10 +13,9 @@ import os
 import platform
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
-from flybench import hardware
+from flybench import envvars, hardware, run_identity
 from flybench.errors import FlybenchError
 from flybench.selection import Choice, asv_regex, check_shape_set, choices
 
@@ -55,37 +54,39 @@ def main(args: argparse.Namespace) -> int:
     commit = args.commit or _head_commit()
     results_dir = _results_dir(Path(args.config))
     _register_machine(args.config, machine, device)
-    env = {**os.environ, "FLYBENCH_RUN_ID": uuid.uuid4().hex, "FLYBENCH_MACHINE": machine,
-           "FLYBENCH_RESULTS_DIR": str(results_dir), "FLYBENCH_COMMIT": commit,
-           "FLYBENCH_ENV_NAME": _asv_env_name(args.config),
+    run = run_identity.exports(commit, _asv_env_name(args.config), machine, results_dir)
+    env = {**os.environ, **run,
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
                "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
     code = 0
     chunks = _chunks(runnable)
-    for number, ((workload, provider), chunk) in enumerate(chunks.items(), start=1):
-        print(f"[{number}/{len(chunks)}] {workload} x {provider}: {len(chunk)} dtype(s)", flush=True)
+    for number, (workload, chunk) in enumerate(chunks.items(), start=1):
+        providers = sorted({c.provider for c in chunk})
+        print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
         patterns = [arg for pattern in asv_regex(shape_set, chunk) for arg in ("--bench", pattern)]
         done = subprocess.run(command + patterns, cwd=Path(args.config).resolve().parent, env=env)
         code = max(code, done.returncode)
     print(f"results: {results_dir / machine}")
     from flybench.cli._summary import print_run_summary
 
-    print_run_summary(results_dir / machine, env["FLYBENCH_RUN_ID"])
+    print_run_summary(results_dir / machine, run[envvars.RUN_ID])
     return code
 
 
-def _chunks(runnable: list[Choice]) -> dict[tuple[str, str], list[Choice]]:
-    """One asv invocation per (workload, provider).
+def _chunks(runnable: list[Choice]) -> dict[str, list[Choice]]:
+    """One asv invocation per workload.
 
     asv writes its results file only when an invocation ends, so a run that
-    is killed part-way keeps every chunk that finished; each chunk merges
-    into the same results file of the commit.
+    is killed part-way keeps every workload that finished; each invocation
+    merges into the same results file of the commit. Each one also costs a
+    few seconds of asv start-up, discovery and forkserver imports, which is
+    why the chunks are workloads and not (workload, provider) pairs.
     """
-    chunks: dict[tuple[str, str], list[Choice]] = {}
+    chunks: dict[str, list[Choice]] = {}
     for choice in runnable:
-        chunks.setdefault((choice.workload, choice.provider), []).append(choice)
+        chunks.setdefault(choice.workload, []).append(choice)
     return chunks
 
 

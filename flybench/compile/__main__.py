@@ -14,6 +14,7 @@ import sys
 import time
 from fnmatch import fnmatchcase
 
+from flybench import envvars
 from flybench.compile import registry, report, runner
 from flybench.errors import FlybenchError
 
@@ -21,7 +22,7 @@ from flybench.errors import FlybenchError
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m flybench.compile", description=__doc__.splitlines()[0])
     parser.add_argument("--flydsl-src", default=None,
-                        help=f"FlyDSL source checkout whose kernels/ to compile (default: ${runner.CHECKOUT_ENV})")
+                        help=f"FlyDSL source checkout whose kernels/ to compile (default: ${envvars.FLYDSL_SRC})")
     parser.add_argument("--arch", action="append",
                         help=f"target (repeatable; default all: {', '.join(registry.ARCHES)})")
     parser.add_argument("--kernel", "-k", action="append", help="kernel name or glob (repeatable; default all)")

@@ -21,10 +21,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flybench import envvars
 from flybench.compile.record import CompileRecord
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = "FLYBENCH_COMPILE_CACHE"
 DRIVER_FILES = [Path(__file__).with_name(f"{name}.py") for name in (
     "amd", "capture", "elf", "flydsl_driver", "flydsl_upstream", "hip_stub", "isa", "occupancy", "record",
     "triton_driver", "worker")]
@@ -33,7 +33,7 @@ DRIVER_FILES = [Path(__file__).with_name(f"{name}.py") for name in (
 
 def cache_root() -> Path:
     """The cache directory, created (with its .gitignore) if needed."""
-    root = Path(os.environ.get(ENV) or ROOT / "results" / "compile-cache")
+    root = Path(os.environ.get(envvars.COMPILE_CACHE) or ROOT / "results" / "compile-cache")
     root.mkdir(parents=True, exist_ok=True)
     ignore = root / ".gitignore"
     if not ignore.exists():

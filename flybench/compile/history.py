@@ -34,9 +34,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from flybench import envvars
 from flybench.compile.cache import ROOT, cache_root
 from flybench.compile.registry import CHECKOUT_CASES
-from flybench.compile.runner import CHECKOUT_ENV
 from flybench.errors import FlybenchError
 
 CONFIG = ROOT / "results" / "flydsl" / "asv.conf.json"
@@ -141,7 +141,7 @@ def asv_config(repo: Path, directory: Path) -> Path:
 def run_commit(commit: Commit, src: Path, wheel: Path, config: Path, machine: str) -> int:
     """One asv run of the compile suite for one commit; asv's exit status."""
     path = os.pathsep.join([str(wheel), str(ROOT)])
-    env = {**os.environ, CHECKOUT_ENV: str(src), "PYTHONPATH": path, "ASV_PYTHONPATH": path}
+    env = {**os.environ, envvars.FLYDSL_SRC: str(src), "PYTHONPATH": path, "ASV_PYTHONPATH": path}
     command = [sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same", "--set-commit-hash",
                commit.hash, "--machine", machine, "--bench", "compile_metrics", "--quick"]
     return subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode

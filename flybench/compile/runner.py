@@ -19,20 +19,20 @@ from dataclasses import asdict
 from pathlib import Path
 from collections.abc import Callable
 
+from flybench import envvars
 from flybench.compile import cache, hip_stub, sources, toolchain
 from flybench.compile.record import CompileRecord
 from flybench.compile.registry import ARCHES, OWN_FLYDSL_FILE, KernelCase, get_case
 from flybench.compile.workers import Batch, run_batches
 
-CHECKOUT_ENV = "FLYBENCH_FLYDSL_SRC"
 NO_CHECKOUT = (f"the FlyDSL checkout kernels need a FlyDSL source checkout (kernels/ is not in the flydsl wheel): "
-               f"set {CHECKOUT_ENV} or pass --flydsl-src")
+               f"set {envvars.FLYDSL_SRC} or pass --flydsl-src")
 TIMEOUT_S = 600.0
 Progress = Callable[[str], None]
 
 
 def checkout_path(explicit: str | Path | None = None) -> Path | None:
-    value = explicit or os.environ.get(CHECKOUT_ENV)
+    value = explicit or os.environ.get(envvars.FLYDSL_SRC)
     return Path(value).expanduser().resolve() if value else None
 
 
@@ -90,7 +90,7 @@ def _unavailable(case: KernelCase, arch: str, src: Path | None, toolkit: toolcha
             return record("unavailable", NO_CHECKOUT)
         if not (src / "kernels").is_dir():
             return record("unavailable", f"{src} is not a FlyDSL source checkout (it has no kernels/ directory): "
-                                         f"point {CHECKOUT_ENV} or --flydsl-src at one")
+                                         f"point {envvars.FLYDSL_SRC} or --flydsl-src at one")
         if case.module and sources.module_file(src, case.module) is None:
             return record("unavailable", f"{case.module} does not exist in the checkout at {src} "
                                          "(the kernel is newer than, or was moved or removed before, this commit)")

@@ -9,21 +9,21 @@ case never stops a suite.
 from __future__ import annotations
 
 import datetime
+import time
 import traceback
-from dataclasses import replace
 
 from flybench import hardware
-from flybench.measure import correctness, roofline
+from flybench.measure import correctness, roofline, timing
 from flybench.measure.contract import Contract, describe, for_device
 from flybench.measure.record import CaseRecord
-from flybench.measure.timing import HOST_TIMED, time_runner
 from flybench.providers import get_provider
 from flybench.workloads import get_workload
 
 
 def measure_case(workload_name: str, shape_set: str, case_name: str, provider_name: str, dtype: str,
                  contract: Contract, run_id: str = "", seed: int = 0) -> CaseRecord:
-    """Run the whole measurement of one case and say how it went."""
+    """Run the whole measurement of one case and say how it went (`measure_s`: how long that took here)."""
+    start = time.perf_counter()
     workload = get_workload(workload_name)
     case = workload.case(case_name)
     workload.check_dtype(dtype)
@@ -46,6 +46,7 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
         record.status, record.reason = "failed", _failure_reason(exc)
     finally:
         _release_device_memory(device)
+        record.measure_s = time.perf_counter() - start
     return record
 
 
@@ -53,23 +54,42 @@ def _gate_and_time(record, workload, case, provider, dtype, device, contract, se
     inputs = workload.make_inputs(case, dtype, device.torch_device, seed=seed)
     reference = workload.reference(case, inputs)
     runner = provider.build(case, dtype, inputs, device)
-    correctness.poison(runner(), keep=inputs)  # first call compiles; its outputs must be rewritten
-    verdict = correctness.check(runner(), reference, dtype)
-    record.errors, record.tolerance = verdict.errors, verdict.tolerance
-    if not verdict.passed:
-        record.status, record.reason = "failed", f"wrong result: {verdict.reason}"
+    if not _passes(record, runner, inputs, reference, dtype, "wrong result"):
+        return
+    timed = timing.prepare(runner, device, contract)
+    if timed.outputs is not None and not _passes(record, timed.call, inputs, reference, dtype,
+                                                 "wrong result under device-graph replay", timed.outputs):
         return
     del reference
-    if getattr(runner, HOST_TIMED, False) and device.kind != "cpu":
-        contract = replace(contract, timer="host-clock-after-sync")
-    record.samples_s = time_runner(runner, device, contract)
-    record.contract = describe(contract, device, len(record.samples_s))
+    record.samples_s = timing.time_call(timed, device)
+    record.contract = describe(timed.contract, device, len(record.samples_s))
     record.contract["roofline_basis"] = roofline.ceilings(device)[1]
-    median = record.median_s
-    flops, nbytes = workload.flops(case), workload.min_bytes(case, dtype)
-    record.tflops = flops / median / 1e12 if flops else None
-    record.gbps = nbytes / median / 1e9
-    record.roofline_fraction = roofline.fraction(flops, nbytes, median, dtype, device)
+    if timed.note:
+        record.contract["note"] = timed.note
+    record.flops, record.bytes = workload.flops(case) or None, workload.min_bytes(case, dtype)
+    record.floor_s = roofline.floor_s(record.flops or 0.0, record.bytes, dtype, device)
+    record.tflops, record.gbps, record.roofline_fraction = roofline.rates(
+        record.flops, record.bytes, record.floor_s, record.median_s)
+
+
+def _passes(record: CaseRecord, call, inputs, reference, dtype: str, failure: str, outputs=None) -> bool:
+    """Run `call` over poisoned outputs and check them against the reference; a failure is recorded.
+
+    `outputs` are the tensors the call rewrites (a graph's); without them the
+    call's first result is poisoned and its second checked, so the first call
+    also compiles whatever compiles lazily.
+    """
+    if outputs is None:
+        correctness.poison(call(), keep=inputs)
+        outputs = call()
+    else:
+        correctness.poison(outputs, keep=inputs)
+        call()
+    verdict = correctness.check(outputs, reference, dtype)
+    record.errors, record.tolerance = verdict.errors, verdict.tolerance
+    if not verdict.passed:
+        record.status, record.reason = "failed", f"{failure}: {verdict.reason}"
+    return verdict.passed
 
 
 def _failure_reason(exc: BaseException) -> str:

@@ -1,10 +1,18 @@
-"""One measured case as recorded beside asv's results (`<commit8>-<env>.cases.jsonl`).
+"""The case-record file, `<commit8>-<env>.cases.jsonl` beside asv's results: format, path, writer, reader.
 
-asv's results keep one number (or sample list) per benchmark; this record
-keeps what asv has no field for: correctness status and errors, failure
-reason, the measurement contract and the derived rates. The store joins it
-onto asv's rows. It also lets the suite's several tracked values of one case
-come from a single measurement in one run.
+asv's results keep one sample list per benchmark; a case record keeps what
+asv has no field for: correctness status and errors, the failure reason,
+the measurement contract, the FLOP and minimum-byte counts with the roofline
+floor, and the rates derived from them. The store joins it onto the asv row
+of its case. One JSON object a line, each with the format `version`:
+
+- 1 (no `version` field): the five-metric suites; rates, no counts.
+- 2: one benchmark per case; adds `flops`, `bytes`, `floor_s` (the
+  roofline's time floor at the ceilings in the contract) and `measure_s`
+  (wall seconds the measurement took in its process).
+
+A process killed mid-write leaves a torn line, which the next append
+continues; readers skip such lines with a warning instead of failing.
 """
 
 from __future__ import annotations
@@ -14,6 +22,13 @@ import os
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 2
+SUFFIX = ".cases.jsonl"
+STATUSES = ("ok", "failed", "unavailable")
+KEY_FIELDS = ("workload", "shape_set", "case", "provider", "dtype")
+CaseKey = tuple[str, str, str, str, str]
 
 
 @dataclass
@@ -26,11 +41,14 @@ class CaseRecord:
     case: str
     provider: str
     dtype: str
-    status: str  # "ok" | "failed" | "unavailable"
+    status: str  # one of STATUSES
     reason: str | None = None
     errors: dict[str, float] = field(default_factory=dict)
     tolerance: float | None = None
     samples_s: list[float] = field(default_factory=list)
+    flops: float | None = None
+    bytes: float | None = None
+    floor_s: float | None = None
     tflops: float | None = None
     gbps: float | None = None
     roofline_fraction: float | None = None
@@ -40,9 +58,11 @@ class CaseRecord:
     env: str = ""
     machine: str = ""
     started_at: str = ""
+    measure_s: float | None = None
+    version: int = FORMAT_VERSION
 
     @property
-    def key(self) -> tuple[str, str, str, str, str]:
+    def key(self) -> CaseKey:
         return (self.workload, self.shape_set, self.case, self.provider, self.dtype)
 
     @property
@@ -53,11 +73,16 @@ class CaseRecord:
         return json.dumps({**asdict(self), "median_s": self.median_s}, allow_nan=True)
 
 
-def sidecar_path(results_dir: Path, machine: str, commit: str, env: str) -> Path:
-    """Beside asv's `<commit8>-<env>.json`, with an extension asv's loader ignores."""
+def path_for(results_dir: Path, machine: str, commit: str, env: str) -> Path:
+    """Where a run's records go: beside asv's `<machine>/<commit8>-<env>.json`, with a suffix asv ignores."""
     from asv.results import get_filename
 
-    return (results_dir / get_filename(machine, commit, env)).with_suffix(".cases.jsonl")
+    return beside(results_dir / get_filename(machine, commit, env))
+
+
+def beside(results_file: Path) -> Path:
+    """`abc12345-env.json` -> `abc12345-env.cases.jsonl` next to it."""
+    return results_file.with_name(results_file.stem + SUFFIX)
 
 
 def append(path: Path, record: CaseRecord) -> None:
@@ -69,19 +94,40 @@ def append(path: Path, record: CaseRecord) -> None:
         os.fsync(handle.fileno())
 
 
-def find(path: Path, run_id: str, key: tuple[str, str, str, str, str]) -> CaseRecord | None:
-    """The latest record of `key` written in run `run_id`, if any; unreadable lines are skipped."""
-    if not path.exists():
-        return None
-    found = None
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        data.pop("median_s", None)
-        if data.get("run_id") == run_id:
-            record = CaseRecord(**data)
-            if record.key == key:
-                found = record
+def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every usable record in file order (later lines are later measurements), and a warning per skipped line."""
+    records, warnings = [], []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if type(record) is not dict:
+                    raise ValueError("a line must hold one JSON object")
+                for name in KEY_FIELDS:
+                    record[name] = str(record[name])
+                if record["status"] not in STATUSES:
+                    raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+                version = record.get("version", 1)
+                if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+                    raise ValueError(f"format version {version!r}: this flybench reads 1 to {FORMAT_VERSION}; "
+                                     "upgrade flybench")
+            except (ValueError, KeyError, TypeError) as exc:
+                warnings.append(f"{path}, line {number} skipped: {type(exc).__name__}: {exc}")
+                continue
+            records.append(record)
+    return records, warnings
+
+
+def key_of(record: dict[str, Any]) -> CaseKey:
+    return tuple(record[name] for name in KEY_FIELDS)  # type: ignore[return-value]
+
+
+def latest(records: list[dict[str, Any]], run_id: str | None = None) -> dict[CaseKey, dict[str, Any]]:
+    """The last record of each case (of run `run_id`, if given): a case measured again supersedes itself."""
+    found: dict[CaseKey, dict[str, Any]] = {}
+    for record in records:
+        if run_id is None or record.get("run_id") == run_id:
+            found[key_of(record)] = record
     return found

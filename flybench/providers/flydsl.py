@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from flybench import envvars
 from flybench.hardware import Device
 from flybench.providers import _moe_layout, _paged_append, register
 from flybench.providers._rocm import device_reason, module_reason, paged_diffusion_runner
@@ -41,7 +42,6 @@ from flybench.workloads.base import Case, Tensors
 if TYPE_CHECKING:
     import torch
 
-SRC_ENV = "FLYBENCH_FLYDSL_SRC"
 PAGE_SIZE = 64
 """The only page size FlyDSL's paged flash attention takes (flash_attn_interface._PAGED_PAGE_SIZE)."""
 MOE_TILE_N, MOE_TILE_K = 128, 128
@@ -52,7 +52,7 @@ _MARKER = Path("kernels") / "attention" / "flash_attn_interface.py"
 
 def checkout() -> Path | None:
     """The FlyDSL checkout named by FLYBENCH_FLYDSL_SRC, or None when unset."""
-    value = os.environ.get(SRC_ENV, "").strip()
+    value = os.environ.get(envvars.FLYDSL_SRC, "").strip()
     return Path(value).expanduser().resolve() if value else None
 
 
@@ -61,9 +61,9 @@ def checkout_reason() -> str | None:
     src = checkout()
     if src is None:
         return (f"flydsl needs a FlyDSL source checkout (its kernels/ are not in the PyPI wheel): "
-                f"git clone https://github.com/ROCm/FlyDSL and set {SRC_ENV}=/path/to/FlyDSL")
+                f"git clone https://github.com/ROCm/FlyDSL and set {envvars.FLYDSL_SRC}=/path/to/FlyDSL")
     if not (src / _MARKER).is_file():
-        return f"{SRC_ENV}={src} is not a FlyDSL checkout: {_MARKER} is missing there"
+        return f"{envvars.FLYDSL_SRC}={src} is not a FlyDSL checkout: {_MARKER} is missing there"
     _add_to_path(src)
     return module_reason("flydsl", f"pip install flydsl, or build the checkout (pip install -e {src})")
 

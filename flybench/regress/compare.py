@@ -1,10 +1,12 @@
 """Base-vs-head comparison of two commits on one machine, the check a pull request gets.
 
-A case is a regression only if the difference is statistically real
-(Mann-Whitney U on the device samples, p < 0.002 as in `asv compare`; the
-99% confidence intervals not overlapping when there are too few samples),
-larger than the relative and absolute thresholds, and measured under the
-same contract: rows whose contracts differ are refused, naming the field.
+Each case is one row, judged on its time alone; its TFLOP/s, GB/s,
+roofline fraction and error ride along as context. A case is a regression
+only if the difference is statistically real (Mann-Whitney U on the device
+samples, p < 0.002 as in `asv compare`; the 99% confidence intervals not
+overlapping when there are too few samples), larger than the relative and
+absolute thresholds, and measured under the same contract: rows whose
+contracts differ are refused, naming the field.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class CaseResult:
     test: str = ""  # "mann-whitney", "ci-99", "none" (no spread recorded), "" (not tested)
     p_value: float | None = None
     detail: str = ""
+    context: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """(base, head) of the case's derived facts: TFLOP/s, GB/s, roofline fraction, error; never judged."""
 
     @property
     def relative(self) -> float | None:
@@ -146,10 +150,28 @@ def contract_difference(base: str | None, head: str | None, ignore: frozenset[st
     return "contracts differ in " + "; ".join(f"{k}: {b.get(k)!r} vs {h.get(k)!r}" for k in fields)
 
 
+CONTEXT = {"tflops": "TFLOP/s", "gbps": "GB/s", "roofline_fraction": "of roofline", "error": "error"}
+"""The context columns of a case's row, with their labels."""
+
+
+def _context(b: dict[str, Any] | None, h: dict[str, Any] | None) -> dict[str, tuple[float | None, float | None]]:
+    def value(row: dict[str, Any] | None, name: str) -> float | None:
+        if row is None:
+            return None
+        if name != "error":
+            return row.get(name)
+        errors = json.loads(row["errors"]) if row.get("errors") else {}
+        return errors.get("out") if isinstance(errors, dict) else None
+
+    pairs = {name: (value(b, name), value(h, name)) for name in CONTEXT}
+    return {name: pair for name, pair in pairs.items() if pair != (None, None)}
+
+
 def _judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
            b: dict[str, Any] | None, h: dict[str, Any] | None,
            thresholds: Thresholds, cfg: RegressConfig) -> CaseResult:
-    case = CaseResult(benchmark, params, env, unit, b["value"] if b else None, h["value"] if h else None, "skipped")
+    case = CaseResult(benchmark, params, env, unit, b["value"] if b else None, h["value"] if h else None, "skipped",
+                      context=_context(b, h))
     if b is None or h is None:
         return replace(case, detail=f"measured only in {'head' if b is None else 'base'}")
     if not (_measured(b) and _measured(h)):

@@ -62,8 +62,8 @@ class RegressConfig:
         {"registers", "bytes", "waves", "occupancy", "instructions", "count"})
     # Contract fields that vary between runs without changing what is measured: the adaptive
     # sample count, the clocks read at the time, the package versions (the subject's own
-    # version changes with every commit).
-    contract_ignore: frozenset[str] = frozenset({"samples", "clocks", "packages"})
+    # version changes with every commit), and a note on how it was taken (why a graph was not used).
+    contract_ignore: frozenset[str] = frozenset({"samples", "clocks", "packages", "note"})
     overrides: tuple[tuple[str, dict[str, float]], ...] = ()
 
     def thresholds(self, benchmark: str, params: str, unit: str | None) -> Thresholds:

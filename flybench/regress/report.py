@@ -20,7 +20,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from flybench.regress.compare import VERDICTS, CaseResult, Comparison, ResourceChange
+from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
 from flybench.regress.history import Regression
 
 EXIT_OK, EXIT_REGRESSION = 0, 1  # and 2 for bad input: flybench.cli.main maps FlybenchError to it
@@ -120,7 +120,7 @@ def resource_text(change: ResourceChange) -> str:
 def _comparison_md(c: Comparison) -> str:
     mark = ":red_circle:" if c.failing else ":white_check_mark:"
     lines = [f"### {mark} flybench: {summary_line(c)}", ""]
-    case_columns = ["benchmark", "parameters", "base", "head", "change", "evidence"]
+    case_columns = ["benchmark", "parameters", "base", "head", "change", "evidence", "context"]
     sections = [("Regressions", "regression", case_columns), ("Broken: head fails where base passed", "broken", None),
                 ("Improvements", "improvement", case_columns), ("Fixed", "fixed", None),
                 ("Not compared: measurement contracts differ", "incomparable", None),
@@ -152,12 +152,12 @@ def _regressions_md(regressions: Sequence[Regression]) -> str:
 
 def _comparison_rich(c: Comparison) -> Group:
     table = Table(title=summary_line(c), title_justify="left")
-    for column in ("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail"):
+    for column in ("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail", "context"):
         table.add_column(column)
     for case in c.cases:
         cells = _case_cells(case)
         table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5],
-                      case.detail or cells[5])
+                      case.detail or cells[5], cells[6])
     resources = [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
                  for r in c.resources]
     return Group(table, *resources)
@@ -181,7 +181,20 @@ def _case_cells(case: CaseResult) -> list[str]:
     else:
         evidence = {"ci-99": "99% intervals apart", "none": "no spread recorded"}.get(case.test, case.detail)
     return [f"`{case.benchmark}`", _params(case.params), value_text(case.base, case.unit),
-            value_text(case.head, case.unit), change_text(case.base, case.head, case.unit), evidence]
+            value_text(case.head, case.unit), change_text(case.base, case.head, case.unit), evidence,
+            context_text(case)]
+
+
+def context_text(case: CaseResult) -> str:
+    """'TFLOP/s 512 -> 498, error 3.1e-03': the case's derived facts, base -> head, where recorded."""
+    def number(value: float | None, name: str) -> str:
+        if value is None:
+            return "-"
+        return f"{100 * value:.1f}%" if name == "roofline_fraction" else f"{value:.2e}" if name == "error" \
+            else f"{value:.4g}"
+
+    return ", ".join(f"{CONTEXT[name]} {number(b, name)} -> {number(h, name)}"
+                     for name, (b, h) in case.context.items())
 
 
 def _regression_cells(r: Regression) -> list[str]:

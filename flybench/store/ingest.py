@@ -44,7 +44,7 @@ RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
     "ci_99_a", "ci_99_b", "q_25", "q_75", "number", "repeat", "samples", "started_at", "duration",
     "benchmark_version", "status", "reason", "contract", "errors", "tolerance", "tflops", "gbps",
-    "roofline_fraction", "device", "run_id", "source_file",
+    "roofline_fraction", "device", "run_id", "source_file", "flops", "bytes", "floor_s",
 )
 
 
@@ -286,8 +286,16 @@ def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[s
             table = sidecar.annotate_table(parsed.table, cases)
             # None: a record holds values that only the row path stores as it always did
             parsed = replace(parsed, table=table, rows=None if table is not None else parsed.table.to_pylist())
-        for row in parsed.rows or ():
-            sidecar.annotate(row, cases)
+            if table is None:
+                for row in parsed.rows:
+                    sidecar.annotate(row, cases)
+            elif sidecar.has_legacy_rows(table):  # five-metric results (few files): folded row by row
+                parsed = replace(parsed, table=None, rows=table.to_pylist())
+        else:
+            for row in parsed.rows:
+                sidecar.annotate(row, cases)
+        if parsed.rows is not None:
+            parsed = replace(parsed, rows=sidecar.fold(parsed.rows))
     except BAD_FILE as exc:
         return warnings, FileError(str(path), f"{type(exc).__name__}: {exc}")
     return warnings, _Parsed(path, task.relpath, parsed, sidecar.device_arch(cases), fingerprints)
@@ -494,7 +502,7 @@ def _store_files(
             tables.append(table)
         elif parsed.rows:  # read by asv's loader: one dict per row
             frames.append(pd.DataFrame(
-                [{**row, "subject": subject, "machine": env["machine"], "commit_hash": parsed.commit_hash,
+                [{**_NO_VALUES, **row, "subject": subject, "machine": env["machine"], "commit_hash": parsed.commit_hash,
                   "env_name": env["env_name"], "source_file": item.relpath} for row in parsed.rows],
                 columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
             ))
@@ -551,6 +559,10 @@ def _store_files(
     tracker.forget_many([sidecar.sidecar_path(Path(item.relpath)).as_posix()
                          for item in items if len(item.fingerprints) == 1])  # no sidecar (any more)
     tracker.record_many([fp for item in items for fp in item.fingerprints])
+
+
+_NO_VALUES = dict.fromkeys(RESULT_COLUMNS)
+"""A row's columns that its reader or record left out are NULL (a DataFrame would make them NaN)."""
 
 
 class FileKeyTaken(ValueError):

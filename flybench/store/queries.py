@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from flybench.benchmark_names import sql_case_columns
 from flybench.errors import FlybenchError
 from flybench.store.db import DEFAULT_DB, connect
 
@@ -138,15 +139,12 @@ def _query(db_path: str | Path, sql: str, args: list[Any] | None = None) -> pd.D
 # --- Queries for the dashboard: filtered in SQL and without the samples arrays, so that a page over
 # a million-row database moves only the rows it draws.
 
-_CASE_COLUMNS = """split_part(r.benchmark, '.', 1) AS workload, split_part(r.benchmark, '.', 2) AS shape_set,
-    r.params->>'case' AS "case", r.params->>'provider' AS provider, r.params->>'dtype' AS dtype"""
-_FILTERS = "(?::VARCHAR IS NULL OR r.machine = ?) AND (?::VARCHAR IS NULL OR r.subject = ?)"
+_CASE_COLUMNS = sql_case_columns("r")
 _HISTORY_COLUMNS = ("^(subject|machine|commit_hash|env_name|benchmark|params|unit|value|ci_99_a|ci_99_b|status|reason"
                     "|source|run_context|pr)$")
 _UNDRAWN = "samples, source_record, started_at, duration, number, repeat, benchmark_version, source_file, run_id"
 """Columns no page draws from the newest rows: leaving them out took the load test's all-machine Overview
 from 96 to 88 ms (turning 10,000 rows into a DataFrame is most of what is left)."""
-_SIDE_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s", "roofline_fraction": "fraction of roofline"}
 
 
 def result_facets(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
@@ -165,40 +163,18 @@ def result_facets(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
 
 def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None,
                  unit: str = "seconds") -> pd.DataFrame:
-    """Per series of `unit` (a time by default), the newest commit's row with the case's other metrics.
+    """Per series of `unit` (a time by default), the newest commit's row, with the case's derived metrics.
 
-    TFLOP/s, GB/s and the roofline fraction come from the row's sidecar
-    record when it has one, else from the sibling benchmarks of the same
-    class, commit and parameters (`attention.Quick.track_tflops` for
-    `attention.Quick.track_time`), counting only values whose status is ok.
+    TFLOP/s, GB/s and the roofline fraction are columns of the case's one
+    row (the store derives them from the time and the case record's counts).
     The rows come from series_heads, without the columns no page draws.
     """
-    args = [machine, machine, subject, subject]
-    sides = ", ".join(f"max(s.value) FILTER (WHERE s.unit = '{u}' AND s.status = 'ok') AS side_{k}"
-                      for k, u in _SIDE_UNITS.items())
-    coalesced = ", ".join(f"coalesce(t.{k}, s.side_{k}) AS {k}" for k in _SIDE_UNITS)
+    where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
-        WITH t AS (
-            SELECT r.* EXCLUDE ({_UNDRAWN}, {', '.join(_SIDE_UNITS)}), r.tflops, r.gbps, r.roofline_fraction,
-                   c.date AS commit_date, c.branch
-            FROM {_HEADS_JOIN}
-            WHERE r.unit = ? AND {_FILTERS}
-        ), s AS (
-            SELECT s.subject, s.machine, s.env_name, s.commit_hash, s.params::VARCHAR AS params,
-                   regexp_replace(s.benchmark, '\\.[^.]*$', '') AS suite, {sides}
-            FROM results s
-            WHERE s.unit IN ({', '.join('?' for _ in _SIDE_UNITS)})
-              AND (?::VARCHAR IS NULL OR s.machine = ?) AND (?::VARCHAR IS NULL OR s.subject = ?)
-              AND s.commit_hash IN (SELECT DISTINCT commit_hash FROM t)
-            GROUP BY ALL
-        )
-        SELECT t.* EXCLUDE ({', '.join(_SIDE_UNITS)}), m.arch, {_CASE_COLUMNS.replace('r.', 't.')}, {coalesced}
-        FROM t LEFT JOIN machines m ON m.name = t.machine
-        LEFT JOIN s ON s.subject = t.subject AND s.machine = t.machine AND s.env_name = t.env_name
-             AND s.commit_hash = t.commit_hash AND s.params = t.params::VARCHAR
-             AND s.suite = regexp_replace(t.benchmark, '\\.[^.]*$', '')
-        ORDER BY t.subject, t.machine, t.benchmark, t.params""",
-        [unit, *args, *_SIDE_UNITS.values(), *args])
+        SELECT r.* EXCLUDE ({_UNDRAWN}), c.date AS commit_date, c.branch, m.arch, {_CASE_COLUMNS}
+        FROM {_HEADS_JOIN} LEFT JOIN machines m ON m.name = r.machine
+        WHERE r.unit = ? AND {where}
+        ORDER BY r.subject, r.machine, r.benchmark, r.params""", [unit, *args])
 
 
 def benchmark_history(db_path: str | Path, benchmark: str, machines: list[str] | None = None,

@@ -11,8 +11,23 @@ from pathlib import Path
 
 import duckdb
 
+from flybench.benchmark_names import LEGACY_METRICS, TRACK
 from flybench.errors import FlybenchError
 from flybench.store import heads
+
+_LEGACY = "|".join(LEGACY_METRICS)
+_IS_LEGACY_SIBLING = (f"s.source = 'flybench' AND regexp_matches(s.benchmark, "
+                      f"'^[a-z][a-z0-9_]*\\.(Tiny|Quick|Full)\\.({_LEGACY})$')")
+_TIME_BENCHMARK = f"regexp_replace(s.benchmark, '[^.]*$', '{TRACK}')"
+_LEGACY_SIBLINGS = f"""
+    SELECT s.subject, s.machine, s.commit_hash, s.env_name, {_TIME_BENCHMARK} AS time_benchmark,
+           json_extract_string(s.params, '$.*') AS param_values,
+           {", ".join(f"max(s.value) FILTER (WHERE s.benchmark LIKE '%.{method}' AND s.status = 'ok') AS {field}"
+                      for method, field in LEGACY_METRICS.items() if field != "error")},
+           max(s.value) FILTER (WHERE s.benchmark LIKE '%.track_error') AS error
+    FROM results s WHERE {_IS_LEGACY_SIBLING} GROUP BY ALL"""
+"""Per case of the five-metric suites, its sibling values (v5 folds them into the time row). Matched by
+parameter values: a sibling whose definition left benchmarks.json has its parameters named p0, p1, ..."""
 
 MIGRATIONS: list[list[str]] = [
     [
@@ -185,6 +200,27 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE series_heads AS SELECT * FROM results LIMIT 0",
         f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
         "CREATE TABLE stale_heads (subject VARCHAR NOT NULL, machine VARCHAR NOT NULL, PRIMARY KEY (subject, machine))",
+    ],
+    [  # v5: one row per case. A case's FLOP and byte counts and roofline floor are kept with its time, and
+        # the five-metric siblings of rows stored before are folded into the time row's context columns
+        # (flybench.store.sidecar.fold does the same to files read from now on), then dropped.
+        *[f"ALTER TABLE {table} ADD COLUMN {column} DOUBLE"
+          for table in ("results", "series_heads") for column in ("flops", "bytes", "floor_s")],
+        f"""UPDATE results AS t SET
+                tflops = coalesce(t.tflops, f.tflops), gbps = coalesce(t.gbps, f.gbps),
+                roofline_fraction = coalesce(t.roofline_fraction, f.roofline_fraction),
+                errors = coalesce(t.errors, CASE WHEN f.error IS NOT NULL THEN json_object('out', f.error) END)
+            FROM ({_LEGACY_SIBLINGS}) f
+            WHERE t.subject = f.subject AND t.machine = f.machine AND t.commit_hash = f.commit_hash
+              AND t.env_name = f.env_name AND t.benchmark = f.time_benchmark
+              AND json_extract_string(t.params, '$.*') = f.param_values""",
+        f"""DELETE FROM results s WHERE {_IS_LEGACY_SIBLING} AND EXISTS (
+                SELECT 1 FROM results t WHERE t.subject = s.subject AND t.machine = s.machine
+                  AND t.commit_hash = s.commit_hash AND t.env_name = s.env_name
+                  AND t.benchmark = {_TIME_BENCHMARK}
+                  AND json_extract_string(t.params, '$.*') = json_extract_string(s.params, '$.*'))""",
+        "DELETE FROM series_heads",
+        f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
     ],
 ]
 

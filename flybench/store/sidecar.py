@@ -1,8 +1,16 @@
-"""The `<commit8>-<env>.cases.jsonl` sidecar: what asv's results file cannot hold.
+"""Joining case records (flybench.measure.record) onto asv's rows, and one row per case.
 
-Each benchmark process appends one JSON object per measured case: its
-correctness status, the reason it failed, its measurement contract and the
-derived rates. Ingest joins these onto the asv rows of the same case.
+Each case-suite row of a results file gets its case record's status,
+reason, contract, errors, counts and device; its TFLOP/s, GB/s and roofline
+fraction are derived here from asv's stored time and the record's counts,
+with the measurement's own formula (measure.roofline.rates). Records of
+the five-metric format carry the rates only, and those are kept.
+
+Results of the five-metric suites also hold four sibling rows per case
+(`track_tflops`, `track_gbps`, `track_roofline`, `track_error`): `fold`
+turns them into the context columns of the case's `track_time` row, which
+is the only row of a case the store keeps (schema v5 does the same to rows
+stored before it).
 """
 
 from __future__ import annotations
@@ -13,76 +21,54 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-CaseKey = tuple[str, str, str, str, str]
-"""(workload, shape_set, case, provider, dtype)."""
+from flybench import benchmark_names
+from flybench.measure import record as records
+from flybench.measure.record import CaseKey
+from flybench.measure.roofline import rates
 
-STATUSES = ("ok", "failed", "unavailable")
-
-
-def sidecar_path(results_path: Path) -> Path:
-    """`abc12345-env.json` -> `abc12345-env.cases.jsonl` beside it."""
-    return results_path.with_name(results_path.stem + ".cases.jsonl")
-
-
-def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
-    """The sidecar key of an asv row such as `attention.Quick.track_time(case, provider, dtype)`.
-
-    The workload is the module, the shape set the lower-cased class; rows of
-    other shapes (no class, other parameters) have no sidecar record.
-    """
-    parts = benchmark.split(".")
-    if len(parts) < 3 or not {"case", "provider", "dtype"} <= params.keys():
-        return None
-    return (parts[0], parts[1].lower(), str(params["case"]), str(params["provider"]), str(params["dtype"]))
+sidecar_path = records.beside
 
 
 def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
-    """The latest record per case, and a warning per line that could not be used.
+    """The latest record per case in one case-record file, and a warning per line that could not be used.
 
-    Benchmark processes append to this file; one killed mid-write (asv's
-    timeout) leaves a torn line, and the next append continues it. Such
-    lines are skipped, not fatal: their cases fall back to asv's own value,
-    which is what asv recorded for a killed process anyway.
+    A torn line (a process killed mid-write) is skipped: its case falls back
+    to asv's own value, which is what asv recorded for a killed process anyway.
     """
-    records: dict[CaseKey, dict[str, Any]] = {}
-    warnings = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                key = tuple(str(record[k]) for k in ("workload", "shape_set", "case", "provider", "dtype"))
-                if record["status"] not in STATUSES:
-                    raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
-            except (ValueError, KeyError, TypeError) as exc:
-                warnings.append(f"{path}, line {number} skipped: {type(exc).__name__}: {exc}")
-                continue
-            records[key] = record  # appended later = measured later: the last one wins
-    return records, warnings
+    found, warnings = records.read(path)
+    return records.latest(found), warnings
+
+
+def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
+    """The case-record key of a case-suite row such as `attention.Quick.track_time(case, provider, dtype)`."""
+    name = benchmark_names.parse(benchmark)
+    if name is None or not set(benchmark_names.PARAM_NAMES) <= params.keys():
+        return None
+    return (name.workload, name.shape_set, str(params["case"]), str(params["provider"]), str(params["dtype"]))
 
 
 def annotate(row: dict[str, Any], cases: dict[CaseKey, dict[str, Any]]) -> None:
-    """Fill status, reason, contract and the sidecar's extras into one asv row.
+    """Fill status, reason, contract, counts and rates from the case's record into one asv row.
 
     Without a record, the status asv's own value implies stays. A record
     that says "ok" while asv stored no value means the case was measured but
-    this one metric has no value (a roofline fraction on a CPU, say): that
-    metric is unavailable, the case did not fail.
+    this row has no value (a five-metric roofline fraction on a CPU, say):
+    that row is unavailable, the case did not fail.
     """
     key = _row_case_key(row["benchmark"], row["params"])
     record = cases.get(key) if key else None
     if record is None:
         return
-    fields = _fields(record)
+    fields = _fields(record, row["value"])
     if fields["status"] == "ok" and row["value"] is None:
         fields.update(status="unavailable", reason=NO_VALUE)
     row.update(fields)
 
 
 NO_VALUE = "the case was measured, but this metric has no value here"
-_NUMBERS = ("tolerance", "tflops", "gbps", "roofline_fraction")
+_NUMBERS = ("tolerance", "flops", "bytes", "floor_s", "tflops", "gbps", "roofline_fraction")
 _TEXTS = ("reason", "contract", "errors", "device", "run_id")
 
 
@@ -96,28 +82,25 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
     if not cases or not table.num_rows:
         return table
     keys = map(_row_case_key, table["benchmark"].to_pylist(), table["params"].to_pylist())
-    records = [cases.get(key) if key else None for key in keys]
-    if all(record is None for record in records):
+    found = [cases.get(key) if key else None for key in keys]
+    if all(record is None for record in found):
         return table
-    size = len(records)
+    size = len(found)
     status = table["status"].to_pylist()
-    no_value = table["value"].is_null().to_pylist()
+    values = table["value"].to_pylist()
     extras: dict[str, list[Any]] = {name: [None] * size for name in (*_TEXTS, *_NUMBERS)}
-    fields_of: dict[int, dict[str, Any]] = {}  # a record joins several rows (time, tflops, ... of one case)
-    for i, record in enumerate(records):
+    for i, record in enumerate(found):
         if record is None:
             continue
-        fields = fields_of.get(id(record))
-        if fields is None:
-            fields = fields_of[id(record)] = _fields(record)
-            if not (all(_is_number(fields[name]) for name in _NUMBERS)
-                    and all(fields[name] is None or type(fields[name]) is str for name in _TEXTS)):
-                return None
+        fields = _fields(record, values[i])
+        if not (all(_is_number(fields[name]) for name in _NUMBERS)
+                and all(fields[name] is None or type(fields[name]) is str for name in _TEXTS)):
+            return None
         for name, value in fields.items():
             if name != "status":
                 extras[name][i] = value
         status[i] = fields["status"]
-        if status[i] == "ok" and no_value[i]:
+        if status[i] == "ok" and values[i] is None:
             status[i], extras["reason"][i] = "unavailable", NO_VALUE
     try:
         columns = {name: pa.array(values, pa.string()) for name, values in extras.items() if name in _TEXTS}
@@ -131,15 +114,27 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
     return table
 
 
-def _fields(record: dict[str, Any]) -> dict[str, Any]:
-    """The columns a sidecar record fills, before the "ok but no value" rule."""
-    return {
+def _fields(record: dict[str, Any], seconds: Any) -> dict[str, Any]:
+    """The columns a record fills into a row whose asv value is `seconds`, before the "ok but no value" rule.
+
+    A record with counts (format 2) has its rates derived from asv's time;
+    an older one keeps the rates it was written with.
+    """
+    fields = {
         "status": record["status"], "reason": record.get("reason"), "contract": _json(record.get("contract")),
         "errors": _json(record.get("errors")), "tolerance": record.get("tolerance"),
+        "flops": record.get("flops"), "bytes": record.get("bytes"), "floor_s": record.get("floor_s"),
         "tflops": record.get("tflops"), "gbps": record.get("gbps"),
         "roofline_fraction": record.get("roofline_fraction"), "device": _json(record.get("device")),
         "run_id": None if record.get("run_id") is None else str(record["run_id"]),
     }
+    if record.get("version", 1) >= 2:
+        counts = (fields["flops"], fields["bytes"], fields["floor_s"])
+        if all(_is_number(c) for c in counts) and type(seconds) in (int, float):
+            fields["tflops"], fields["gbps"], fields["roofline_fraction"] = rates(*counts, seconds)
+        else:
+            fields["tflops"] = fields["gbps"] = fields["roofline_fraction"] = None
+    return fields
 
 
 @functools.lru_cache(maxsize=65536)
@@ -153,7 +148,7 @@ def _is_number(value: Any) -> bool:
 
 
 def device_arch(cases: dict[CaseKey, dict[str, Any]]) -> str | None:
-    """The accelerator architecture the sidecar recorded (gfx942, sm_90...), if any."""
+    """The accelerator architecture the records give (gfx942, sm_90...), if any."""
     for record in cases.values():
         device = record.get("device")
         if isinstance(device, dict) and device.get("arch"):
@@ -163,3 +158,51 @@ def device_arch(cases: dict[CaseKey, dict[str, Any]]) -> str | None:
 
 def _json(value: Any) -> str | None:
     return None if value is None else json.dumps(value, sort_keys=True)
+
+
+# --- One row per case: the five-metric siblings folded into the case's time row.
+
+_FOLDED = {"tflops": "tflops", "gbps": "gbps", "roofline_fraction": "roofline_fraction"}
+
+
+def has_legacy_rows(table: pa.Table) -> bool:
+    """Whether a file's rows include five-metric siblings (only results written before v5's suites do)."""
+    if not table.num_rows:
+        return False
+    suffixes = "|".join(benchmark_names.LEGACY_METRICS)
+    return bool(pc.any(pc.match_substring_regex(table["benchmark"], rf"\.({suffixes})$")).as_py())
+
+
+def fold(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with each case's siblings folded into its `track_time` row's context columns.
+
+    A sibling's value fills a context column the case record left empty
+    (TFLOP/s, GB/s and roofline fraction when the sibling's status is ok;
+    the error whenever it has a value, as `track_error` was reported for a
+    failed gate too). Siblings are matched by class and parameter values, so
+    a sibling whose definition is gone from benchmarks.json (params `p0`,
+    `p1`, ...) still finds its case; a sibling without a time row stays.
+    """
+    time_rows: dict[tuple[str, str, tuple], dict[str, Any]] = {}
+    for row in rows:
+        name = benchmark_names.parse(row["benchmark"])
+        if name is not None and name.method == benchmark_names.TRACK:
+            time_rows[_case_of(row, name)] = row
+    kept = []
+    for row in rows:
+        name = benchmark_names.parse(row["benchmark"])
+        target = time_rows.get(_case_of(row, name)) if name and name.method != benchmark_names.TRACK else None
+        if target is None:
+            kept.append(row)
+            continue
+        field = benchmark_names.LEGACY_METRICS[name.method]
+        if field == "error":
+            if target.get("errors") is None and row["value"] is not None:
+                target["errors"] = json.dumps({"out": row["value"]}, sort_keys=True)
+        elif target.get(field) is None and row["status"] == "ok" and row["value"] is not None:
+            target[field] = row["value"]
+    return kept
+
+
+def _case_of(row: dict[str, Any], name: benchmark_names.SuiteName) -> tuple[str, str, tuple]:
+    return name.workload, name.shape_set, tuple(map(str, json.loads(row["params"]).values()))

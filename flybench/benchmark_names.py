@@ -1,0 +1,72 @@
+"""The asv benchmark-name scheme of flybench's case suites, built and parsed here only.
+
+A case suite is the class `<Set>` (Tiny, Quick, Full) of the module
+`benchmarks/<workload>.py`; asv names its one tracked value
+`<workload>.<Set>.track_time` and its parameters (case, provider, dtype).
+Results written before one benchmark per case also hold four sibling values
+of each case (`track_tflops`, `track_gbps`, `track_roofline`, `track_error`);
+`LEGACY_METRICS` names them so the store can fold them into the case's row.
+Anything else (compile metrics, imported or foreign benchmarks) is not a
+case suite, and `parse` says so with None.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PARAM_NAMES = ("case", "provider", "dtype")
+TRACK = "track_time"
+LEGACY_METRICS = {"track_tflops": "tflops", "track_gbps": "gbps", "track_roofline": "roofline_fraction",
+                  "track_error": "error"}
+"""Five-metric results: each sibling method and the case-record field it duplicated."""
+
+_NAME = re.compile(r"^(?P<workload>[a-z][a-z0-9_]*)\.(?P<set>Tiny|Quick|Full)\.(?P<method>track_[a-z]+)$")
+
+
+@dataclass(frozen=True)
+class SuiteName:
+    """A case-suite benchmark name taken apart."""
+
+    workload: str
+    shape_set: str  # "tiny", "quick" or "full"
+    method: str  # "track_time", or a legacy sibling
+
+
+def suite_class(shape_set: str) -> str:
+    """The asv class of a shape set: "quick" -> "Quick"."""
+    return shape_set.capitalize()
+
+
+def benchmark_name(workload: str, shape_set: str) -> str:
+    """`attention.Quick.track_time`: the one benchmark of every case of this workload and shape set."""
+    return f"{workload}.{suite_class(shape_set)}.{TRACK}"
+
+
+def parse(benchmark: str) -> SuiteName | None:
+    """The parts of a case-suite name (current or legacy method), None for any other benchmark."""
+    match = _NAME.match(benchmark)
+    if match is None or (match["method"] != TRACK and match["method"] not in LEGACY_METRICS):
+        return None
+    return SuiteName(match["workload"], match["set"].lower(), match["method"])
+
+
+def asv_pattern(workload: str, shape_set: str, provider: str, dtype: str) -> str:
+    """An asv `--bench` regex selecting every case of one (workload, shape set, provider, dtype).
+
+    asv matches parameterized benchmarks as `name('case', 'provider', 'dtype')`.
+    """
+    return rf"^{re.escape(benchmark_name(workload, shape_set))}\('[^']*', '{re.escape(provider)}', '{re.escape(dtype)}'\)$"
+
+
+def workload_of(benchmark: str) -> str:
+    """The workload a benchmark belongs to: its first dotted part (case suites and importers name it so)."""
+    return benchmark.split(".", 1)[0]
+
+
+def sql_case_columns(alias: str) -> str:
+    """DuckDB select-list items: a results row's workload and suite class (the name's first two dotted
+    parts, as case suites and the importers name them) and its case, provider and dtype parameters."""
+    return (f"split_part({alias}.benchmark, '.', 1) AS workload, split_part({alias}.benchmark, '.', 2) AS shape_set, "
+            f"{alias}.params->>'case' AS \"case\", {alias}.params->>'provider' AS provider, "
+            f"{alias}.params->>'dtype' AS dtype")

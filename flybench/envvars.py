@@ -1,0 +1,29 @@
+"""Every environment variable flybench sets or reads: its name, who sets it, who reads it.
+
+The names are defined here and imported everywhere else, so a variable
+cannot be spelt two ways.
+"""
+
+# Between `flybench run` and the benchmark processes asv starts (flybench.run_identity reads them):
+# which run, commit, asv environment and machine a case record belongs to, and where it is written.
+RUN_ID = "FLYBENCH_RUN_ID"
+COMMIT = "FLYBENCH_COMMIT"
+ENV_NAME = "FLYBENCH_ENV_NAME"
+MACHINE = "FLYBENCH_MACHINE"
+RESULTS_DIR = "FLYBENCH_RESULTS_DIR"
+
+# Set by the user.
+FLYDSL_SRC = "FLYBENCH_FLYDSL_SRC"
+"""A FlyDSL source checkout: its kernels are not in the PyPI wheel (providers.flydsl, compile.runner)."""
+DEVICE = "FLYBENCH_DEVICE"
+"""`cpu` makes flybench.hardware ignore any GPU (tests, CPU timing)."""
+CEILINGS = "FLYBENCH_CEILINGS"
+"""A JSON file of measured ceilings, the roofline's denominators (measure.roofline)."""
+COMPILE_CACHE = "FLYBENCH_COMPILE_CACHE"
+"""Where compile-only metrics are cached between asv processes (compile.cache)."""
+
+# Between `flybench dashboard` and the Streamlit app (dashboard/data.py, dashboard/commits.py).
+DB = "FLYBENCH_DB"
+ASV_CONFIG = "FLYBENCH_ASV_CONFIG"
+VALIDATE_CHARTS = "FLYBENCH_VALIDATE_CHARTS"
+"""Tests set it to have every chart checked against Vega-Lite's schema (dashboard/ui.py)."""

@@ -1,0 +1,120 @@
+"""One row per case in the store: five-metric results fold into the case's time row, on ingest and in the v5 migration.
+
+The five-metric files are the real ones committed under results/flybench/
+(H200 runs with their case records), read where they are committed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from fixtures.heads import heads_mismatches
+
+from flybench import benchmark_names
+from flybench.store import connect, ingest, queries, schema, sidecar
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "results" / "flybench"
+FIVE_METRIC = sorted(p for p in (COMMITTED / "dev-h200").glob("*-*.json")
+                     if any(f"track_{m}" in p.read_text() for m in ("tflops",)))
+V4_TABLES = ("machines", "commits", "environments", "benchmarks", "results", "compile_metrics", "ingested_files",
+             "result_files", "series_heads", "stale_heads")
+V5_COLUMNS = ("flops", "bytes", "floor_s")
+KEY = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params")
+
+pytestmark = pytest.mark.skipif(not FIVE_METRIC, reason="no five-metric results committed under results/flybench")
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The committed five-metric files with their case records and asv's files, in a tree of their own."""
+    root = tmp_path_factory.mktemp("five") / "flybench"
+    (root / "dev-h200").mkdir(parents=True)
+    shutil.copy(COMMITTED / "benchmarks.json", root)
+    shutil.copy(COMMITTED / "dev-h200" / "machine.json", root / "dev-h200")
+    for path in FIVE_METRIC:
+        shutil.copy(path, root / "dev-h200")
+        shutil.copy(sidecar.sidecar_path(path), root / "dev-h200")
+    (root.parent / "asv.conf.json").write_text(json.dumps({"project": "flybench", "results_dir": "flybench"}))
+    return root
+
+
+def rows(db: Path, table: str = "results") -> dict[tuple, dict]:
+    with connect(db, read_only=True) as conn:
+        frame = conn.execute(f"SELECT * FROM {table}").df()
+    found = {}
+    for row in queries.records(frame):
+        row["errors"] = None if row["errors"] is None else json.loads(row["errors"])  # JSON text: parsed
+        row["samples"] = None if row["samples"] is None else list(row["samples"])
+        key = tuple(row[k] for k in KEY)
+        assert key not in found, f"{key} stored twice"
+        found[key] = row
+    return found
+
+
+def test_ingest_keeps_one_row_per_case_with_the_siblings_as_context(tree: Path, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    folded_db, unfolded_db = tmp_path / "folded.duckdb", tmp_path / "unfolded.duckdb"
+    assert ingest(tree, folded_db).ok
+    monkeypatch.setattr(sidecar, "fold", lambda found: found)  # what the five-metric store held
+    assert ingest(tree, unfolded_db).ok
+    folded, unfolded = rows(folded_db), rows(unfolded_db)
+    names = {key[4] for key in folded}
+    assert all(benchmark_names.parse(n).method == "track_time" for n in names)
+    assert any(benchmark_names.parse(key[4]).method != "track_time" for key in unfolded)
+    time_rows = {k: r for k, r in unfolded.items() if k[4].endswith(".track_time")}
+    assert folded.keys() == time_rows.keys()
+    checked = 0
+    for key, before in time_rows.items():
+        after = folded[key]
+        assert {c: after[c] for c in before if c not in ("tflops", "gbps", "roofline_fraction", "errors")} == \
+               {c: before[c] for c in before if c not in ("tflops", "gbps", "roofline_fraction", "errors")}
+        siblings = {name: unfolded.get((*key[:4], key[4].replace("track_time", name), key[5]))
+                    for name in benchmark_names.LEGACY_METRICS}
+        for method, column in benchmark_names.LEGACY_METRICS.items():
+            sibling = siblings[method]
+            if column == "error":
+                expected = before["errors"] if before["errors"] is not None else (
+                    {"out": sibling["value"]} if sibling and sibling["value"] is not None else None)
+                assert after["errors"] == expected
+            else:
+                fallback = sibling["value"] if sibling and sibling["status"] == "ok" else None
+                assert after[column] == (before[column] if before[column] is not None else fallback)
+                checked += after[column] is not None
+    assert checked > 100  # the rates really are there: the committed runs hold hundreds of measured cases
+
+
+def test_v5_migration_gives_what_a_fresh_ingest_gives_row_for_row(tree: Path, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh, v4 = tmp_path / "fresh.duckdb", tmp_path / "v4.duckdb"
+    assert ingest(tree, fresh).ok
+    with monkeypatch.context() as patch:
+        patch.setattr(sidecar, "fold", lambda found: found)
+        assert ingest(tree, tmp_path / "unfolded.duckdb").ok
+    old = duckdb.connect(str(v4))  # the database the five-metric flybench (schema v4) wrote
+    old.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
+    for version, step in enumerate(schema.MIGRATIONS[:4], start=1):
+        for statement in step:
+            old.execute(statement)
+        old.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
+    old.execute(f"ATTACH '{tmp_path / 'unfolded.duckdb'}' AS unfolded (READ_ONLY)")
+    for table in V4_TABLES:
+        columns = " EXCLUDE (flops, bytes, floor_s)" if table in ("results", "series_heads") else ""
+        old.execute(f"INSERT INTO {table} SELECT *{columns} FROM unfolded.{table}")
+    before = old.execute("SELECT count(*) FROM results").fetchone()[0]
+    old.close()
+
+    with connect(v4) as conn:  # a writer migrates
+        assert schema.current_version(conn) == schema.LATEST
+    migrated, expected = rows(v4), rows(fresh)
+    assert before > len(expected) > 0
+    assert migrated.keys() == expected.keys()
+    for key, row in expected.items():
+        assert migrated[key] == row, key
+    assert rows(v4, "series_heads") == rows(fresh, "series_heads")
+    assert heads_mismatches(v4)[1] == 0
+    assert ingest(tree, v4).loaded == []  # the files are known: nothing is read again
