@@ -17,7 +17,7 @@ import pytest
 from asv.results import Results
 
 from flybench import envvars
-from flybench.compile import cache, registry, runner
+from flybench.compile import registry, runner
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = "flydsl_vector_add|triton_matmul_bf16"

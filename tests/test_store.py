@@ -15,6 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from fixtures.heads import heads_mismatches
+from fixtures.old_schema import database_at
 from fixtures.asv_project import (
     FAILED_AT, FLYDSL_MS, MACHINE, PROJECT, TORCH_MS, AsvProject, build, case_record, write_sidecar,
 )
@@ -287,17 +288,9 @@ def test_a_v2_database_migrates_to_results_without_a_primary_key(results: Path, 
     ingest(results, tmp_path / "v3.duckdb")
     before = dump(tmp_path / "v3.duckdb")["results"]
     assert len(before) == 24
-    old = duckdb.connect(str(db))  # the database a v2 flybench wrote: the same rows, results keyed
-    old.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
-    for version, step in enumerate(schema.MIGRATIONS[:2], start=1):
-        for statement in step:
-            old.execute(statement)
-        old.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
-    old.execute(f"ATTACH '{tmp_path / 'v3.duckdb'}' AS v3 (READ_ONLY)")
-    for table in ("machines", "commits", "environments", "benchmarks", "results", "ingested_files"):
-        since_v2 = " EXCLUDE (flops, bytes, floor_s)" if table == "results" else ""  # v5's columns
-        old.execute(f"INSERT INTO {table} SELECT *{since_v2} FROM v3.{table}")
-    old.close()
+    # the database a v2 flybench wrote: the same rows, results keyed
+    database_at(db, 2, tmp_path / "v3.duckdb", ("machines", "commits", "environments", "benchmarks", "results",
+                                                "ingested_files"))
     machine_dir = results / MACHINE
     changed = sorted(machine_dir.glob("*-*.json"))[0]
     changed.write_text(changed.read_text().replace('"version": 2', '"version": 2 '))  # new bytes, same rows

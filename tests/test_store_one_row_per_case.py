@@ -10,9 +10,9 @@ import json
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 from fixtures.heads import heads_mismatches
+from fixtures.old_schema import database_at
 
 from flybench import benchmark_names
 from flybench.store import connect, ingest, queries, schema, sidecar
@@ -23,7 +23,6 @@ FIVE_METRIC = sorted(p for p in (COMMITTED / "dev-h200").glob("*-*.json")
                      if any(f"track_{m}" in p.read_text() for m in ("tflops",)))
 V4_TABLES = ("machines", "commits", "environments", "benchmarks", "results", "compile_metrics", "ingested_files",
              "result_files", "series_heads", "stale_heads")
-V5_COLUMNS = ("flops", "bytes", "floor_s")
 KEY = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params")
 
 pytestmark = pytest.mark.skipif(not FIVE_METRIC, reason="no five-metric results committed under results/flybench")
@@ -95,18 +94,9 @@ def test_v5_migration_gives_what_a_fresh_ingest_gives_row_for_row(tree: Path, tm
     with monkeypatch.context() as patch:
         patch.setattr(sidecar, "fold", lambda found: found)
         assert ingest(tree, tmp_path / "unfolded.duckdb").ok
-    old = duckdb.connect(str(v4))  # the database the five-metric flybench (schema v4) wrote
-    old.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)")
-    for version, step in enumerate(schema.MIGRATIONS[:4], start=1):
-        for statement in step:
-            old.execute(statement)
-        old.execute("INSERT INTO schema_version VALUES (?, now()::TIMESTAMP)", [version])
-    old.execute(f"ATTACH '{tmp_path / 'unfolded.duckdb'}' AS unfolded (READ_ONLY)")
-    for table in V4_TABLES:
-        columns = " EXCLUDE (flops, bytes, floor_s)" if table in ("results", "series_heads") else ""
-        old.execute(f"INSERT INTO {table} SELECT *{columns} FROM unfolded.{table}")
-    before = old.execute("SELECT count(*) FROM results").fetchone()[0]
-    old.close()
+    database_at(v4, 4, tmp_path / "unfolded.duckdb", V4_TABLES)  # what the five-metric flybench (v4) wrote
+    with connect(tmp_path / "unfolded.duckdb", read_only=True) as conn:
+        before = conn.execute("SELECT count(*) FROM results").fetchone()[0]
 
     with connect(v4) as conn:  # a writer migrates
         assert schema.current_version(conn) == schema.LATEST
@@ -118,3 +108,22 @@ def test_v5_migration_gives_what_a_fresh_ingest_gives_row_for_row(tree: Path, tm
     assert rows(v4, "series_heads") == rows(fresh, "series_heads")
     assert heads_mismatches(v4)[1] == 0
     assert ingest(tree, v4).loaded == []  # the files are known: nothing is read again
+
+
+def test_compare_and_regressions_give_one_verdict_per_case_with_its_context(tree: Path, tmp_path: Path) -> None:
+    from flybench.regress import compare, find_regressions
+
+    db = tmp_path / "store.duckdb"
+    assert ingest(tree, db).ok
+    older, newer = [h[:8] for h in queries.commits(db, "dev-h200")["hash"]][-2:]  # by commit date
+    with connect(db, read_only=True) as conn:
+        cases = conn.execute("SELECT count(DISTINCT (env_name, benchmark, params)) FROM results "
+                             "WHERE commit_hash LIKE ? OR commit_hash LIKE ?", [f"{older}%", f"{newer}%"]).fetchone()[0]
+    result = compare(db, "dev-h200", older, newer)
+    keys = [(c.env_name, c.benchmark, json.dumps(c.params)) for c in result.cases]
+    assert len(keys) == len(set(keys)) == cases
+    assert {benchmark_names.parse(c.benchmark).method for c in result.cases} == {"track_time"}
+    judged = [c for c in result.cases if c.verdict in ("regression", "improvement", "unchanged")]
+    assert judged and all(c.unit == "seconds" for c in judged)
+    assert any("tflops" in c.context and "error" in c.context for c in judged)  # the facts ride along
+    assert all(benchmark_names.parse(r.benchmark).method == "track_time" for r in find_regressions(db))

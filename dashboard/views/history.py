@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, commits, data, filters, frames, ui
+from flybench.benchmark_names import TRACK
 
 # More lines than this are unreadable (and slow to draw): the page asks for narrower filters instead.
 MAX_SERIES = 24
@@ -25,7 +26,7 @@ def main() -> None:
     allowed = filters.scope(data.load("facets"))
     benchmarks = sorted(allowed["benchmark"].unique())
     benchmark = filters.pick_one("Benchmark", "benchmark", benchmarks,
-                                 default=next((b for b in benchmarks if b.endswith(".track_time")), None))
+                                 default=next((b for b in benchmarks if b.endswith(f".{TRACK}")), None))
     if benchmark is None:
         ui.no_rows("benchmarks")
         return
