@@ -205,3 +205,20 @@ def test_significance_falls_back_to_confidence_intervals() -> None:
     assert significance(row, {**row, "ci_99_a": 1.3, "ci_99_b": 1.4}, 0.002) == (True, "ci-99", None)
     few = {"samples": [1.0, 1.1], "ci_99_a": None, "ci_99_b": None}  # too few to ever reach p < 0.002
     assert significance(few, {**few, "samples": [2.0, 2.1]}, 0.002) == (True, "none", None)
+
+
+def test_a_commit_compared_with_itself_is_unchanged_everywhere(db: Path, project: AsvProject) -> None:
+    result = compare(db, MACHINE, project.commits[2], project.commits[2])
+    assert result.cases and {c.verdict for c in result.cases} <= {"unchanged", "skipped"}
+    assert not result.having("improvement") and not result.failing
+
+
+def test_zero_to_zero_is_no_change() -> None:
+    from flybench.regress.compare import _judge
+
+    row = {"value": 0.0, "status": "ok", "samples": None, "ci_99_a": None, "ci_99_b": None, "contract": None,
+           "reason": None, "errors": None}
+    cfg = load_config(None)
+    verdict = _judge("spills.Kernel.track_count", {}, "env", "spills", row, dict(row),
+                     cfg.thresholds("spills.Kernel.track_count", "", "spills"), cfg)
+    assert verdict.verdict == "unchanged"

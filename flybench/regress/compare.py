@@ -186,7 +186,7 @@ def _judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
     real, test, p = significance(b, h, cfg.p_threshold)
     change = h["value"] - b["value"]
     worse = change < 0 if thresholds.bigger_is_better else change > 0
-    large = abs(change) >= thresholds.relative * abs(b["value"]) and abs(change) >= thresholds.absolute
+    large = change != 0 and abs(change) >= thresholds.relative * abs(b["value"]) and abs(change) >= thresholds.absolute
     verdict = ("regression" if worse else "improvement") if real and large else "unchanged"
     return replace(case, verdict=verdict, test=test, p_value=p)
 
