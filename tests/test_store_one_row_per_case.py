@@ -103,9 +103,12 @@ def test_v5_migration_gives_what_a_fresh_ingest_gives_row_for_row(tree: Path, tm
     migrated, expected = rows(v4), rows(fresh)
     assert before > len(expected) > 0
     assert migrated.keys() == expected.keys()
-    for key, row in expected.items():
-        assert migrated[key] == row, key
-    assert rows(v4, "series_heads") == rows(fresh, "series_heads")
+    for key, row in expected.items():  # v6's rounds need the records' every run, which v4 never stored
+        assert migrated[key].pop("rounds") is None
+        assert migrated[key] == {k: v for k, v in row.items() if k != "rounds"}, key
+    heads = [{k: {c: v for c, v in r.items() if c != "rounds"} for k, r in rows(db, "series_heads").items()}
+             for db in (v4, fresh)]
+    assert heads[0] == heads[1]
     assert heads_mismatches(v4)[1] == 0
     assert ingest(tree, v4).loaded == []  # the files are known: nothing is read again
 

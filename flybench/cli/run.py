@@ -33,6 +33,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--commit", default=None, help="commit to attribute results to (default: HEAD)")
     parser.add_argument("--machine", default=None, help="asv machine name (default: <host>-<accelerator>)")
     parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config of the subject")
+    parser.add_argument("--append-samples", action="store_true",
+                        help="add this run's samples to the commit's existing results instead of replacing them "
+                             "(asv's --append-samples): a pull request's repeated rounds pool their samples, and "
+                             "each round's median is kept as the case's run-to-run noise")
     parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
     return parser
 
@@ -59,7 +63,8 @@ def main(args: argparse.Namespace) -> int:
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
-               "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr"]
+               "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr",
+               *(["--append-samples"] if args.append_samples else [])]
     code = 0
     chunks = _chunks(runnable)
     for number, (workload, chunk) in enumerate(chunks.items(), start=1):

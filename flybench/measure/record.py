@@ -131,3 +131,19 @@ def latest(records: list[dict[str, Any]], run_id: str | None = None) -> dict[Cas
         if run_id is None or record.get("run_id") == run_id:
             found[key_of(record)] = record
     return found
+
+
+def round_medians(records: list[dict[str, Any]]) -> dict[CaseKey, list[float]]:
+    """Per case, the median of each run that measured it (its last ok record per run id), in file order.
+
+    A pull request's job measures each side in several rounds into one
+    results file (`flybench run --append-samples`); how far the rounds'
+    medians spread is the case's run-to-run noise on that machine.
+    """
+    per_run: dict[CaseKey, dict[str, float]] = {}
+    for record in records:
+        if record["status"] == "ok" and type(record.get("median_s")) in (int, float):
+            runs = per_run.setdefault(key_of(record), {})
+            runs.pop(str(record.get("run_id")), None)  # a run's last record counts, at its place in the file
+            runs[str(record.get("run_id"))] = float(record["median_s"])
+    return {key: list(runs.values()) for key, runs in per_run.items()}

@@ -20,7 +20,9 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
+from flybench.regress import noise
 from flybench.regress.config import RegressConfig, Thresholds, load_config
+from flybench.regress.history import Point
 from flybench.store import queries
 
 VERDICTS = ("regression", "broken", "improvement", "fixed", "incomparable", "skipped", "unchanged")
@@ -43,6 +45,17 @@ class CaseResult:
     detail: str = ""
     context: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """(base, head) of the case's derived facts: TFLOP/s, GB/s, roofline fraction, error; never judged."""
+    noise: float | None = None
+    """The case's run-to-run noise relative to its level (None: unknown, one round and no history)."""
+    noise_source: str = ""  # "rounds", "history" or ""
+    detectable: float | None = None
+    """The smallest relative change this comparison calls a change for this case, at its noise."""
+    threshold: float | None = None  # the configured relative threshold of this case
+
+    @property
+    def noise_limited(self) -> bool:
+        """Whether the case's noise (or the absolute floor) keeps it from meeting its configured threshold."""
+        return self.detectable is not None and self.threshold is not None and self.detectable > self.threshold * 1.0001
 
     @property
     def relative(self) -> float | None:
@@ -103,6 +116,7 @@ def compare(
     sides: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {base_hash: {}, head_hash: {}}
     for r in queries.records(rows):
         sides[r["commit_hash"]][(r["env_name"], r["benchmark"], r["params"])] = r
+    history = _history(db_path, machine, subject)
     for key in sorted(sides[base_hash].keys() | sides[head_hash].keys()):
         env, benchmark, params_text = key
         b, h = sides[base_hash].get(key), sides[head_hash].get(key)
@@ -110,7 +124,9 @@ def compare(
         unit = (b or h)["unit"]
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
         if not thresholds.deterministic:
-            result.cases.append(_judge(benchmark, params, env, unit, b, h, thresholds, cfg))
+            case_noise = noise.from_rounds(_rounds(b), _rounds(h)) or \
+                noise.from_history(history.get(key, []), thresholds)
+            result.cases.append(_judge(benchmark, params, env, unit, b, h, thresholds, cfg, case_noise))
         elif b is not None and h is not None and _measured(b) and _measured(h) and b["value"] != h["value"]:
             name = f"{benchmark}({', '.join(map(str, params.values()))})"
             metric = benchmark.rsplit(".", 1)[-1]
@@ -167,11 +183,22 @@ def _context(b: dict[str, Any] | None, h: dict[str, Any] | None) -> dict[str, tu
     return {name: pair for name, pair in pairs.items() if pair != (None, None)}
 
 
+def _history(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:
+    """Every series' values over the machine's stored history, oldest commit first (its noise, where long enough)."""
+    series: dict[tuple[str, str, str], list[Point]] = {}
+    frame = queries.history(db_path, machine=machine, subject=subject)
+    for r in queries.records(frame[["env_name", "benchmark", "params", "commit_hash", "value", "status"]]):
+        value = r["value"] if r["status"] == "ok" else None
+        series.setdefault((r["env_name"], r["benchmark"], r["params"]), []).append(Point(r["commit_hash"], value))
+    return series
+
+
 def _judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
            b: dict[str, Any] | None, h: dict[str, Any] | None,
-           thresholds: Thresholds, cfg: RegressConfig) -> CaseResult:
+           thresholds: Thresholds, cfg: RegressConfig, case_noise: noise.Noise | None = None) -> CaseResult:
     case = CaseResult(benchmark, params, env, unit, b["value"] if b else None, h["value"] if h else None, "skipped",
-                      context=_context(b, h))
+                      context=_context(b, h), noise=case_noise.relative if case_noise else None,
+                      noise_source=case_noise.source if case_noise else "")
     if b is None or h is None:
         return replace(case, detail=f"measured only in {'head' if b is None else 'base'}")
     if not (_measured(b) and _measured(h)):
@@ -186,9 +213,10 @@ def _judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
     real, test, p = significance(b, h, cfg.p_threshold)
     change = h["value"] - b["value"]
     worse = change < 0 if thresholds.bigger_is_better else change > 0
-    large = change != 0 and abs(change) >= thresholds.relative * abs(b["value"]) and abs(change) >= thresholds.absolute
+    smallest = noise.detectable(case_noise, b["value"], unit, thresholds)
+    large = change != 0 and abs(change) >= smallest * abs(b["value"])
     verdict = ("regression" if worse else "improvement") if real and large else "unchanged"
-    return replace(case, verdict=verdict, test=test, p_value=p)
+    return replace(case, verdict=verdict, test=test, p_value=p, detectable=smallest, threshold=thresholds.relative)
 
 
 def _metric_changes(metrics: pd.DataFrame, base: str, head: str, cfg: RegressConfig) -> list[ResourceChange]:
@@ -212,6 +240,12 @@ def _resource(name: str, arch: str | None, metric: str, unit: str | None, base: 
 
 def _measured(row: dict[str, Any]) -> bool:
     return row["status"] == "ok" and row["value"] is not None
+
+
+def _rounds(row: dict[str, Any] | None) -> list[float] | None:
+    """The medians of the rounds that measured this side (None: not stored)."""
+    rounds = None if row is None else row.get("rounds")
+    return None if rounds is None else [float(r) for r in rounds]
 
 
 def _samples(samples: Any) -> list[float]:

@@ -44,7 +44,7 @@ RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
     "ci_99_a", "ci_99_b", "q_25", "q_75", "number", "repeat", "samples", "started_at", "duration",
     "benchmark_version", "status", "reason", "contract", "errors", "tolerance", "tflops", "gbps",
-    "roofline_fraction", "device", "run_id", "source_file", "flops", "bytes", "floor_s",
+    "roofline_fraction", "device", "run_id", "source_file", "flops", "bytes", "floor_s", "rounds",
 )
 
 

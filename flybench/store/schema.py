@@ -222,6 +222,9 @@ MIGRATIONS: list[list[str]] = [
         "DELETE FROM series_heads",
         f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
     ],
+    [  # v6: the median of each round that measured a case into one results file (its run-to-run noise)
+        *[f"ALTER TABLE {table} ADD COLUMN rounds DOUBLE[]" for table in ("results", "series_heads")],
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -32,13 +32,15 @@ sidecar_path = records.beside
 
 
 def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
-    """The latest record per case in one case-record file, and a warning per line that could not be used.
+    """The latest record per case in one case-record file (with `rounds`, the median of each run that
+    measured the case), and a warning per line that could not be used.
 
     A torn line (a process killed mid-write) is skipped: its case falls back
     to asv's own value, which is what asv recorded for a killed process anyway.
     """
     found, warnings = records.read(path)
-    return records.latest(found), warnings
+    rounds = records.round_medians(found)
+    return {key: {**record, "rounds": rounds.get(key)} for key, record in records.latest(found).items()}, warnings
 
 
 def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
@@ -89,6 +91,7 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
     status = table["status"].to_pylist()
     values = table["value"].to_pylist()
     extras: dict[str, list[Any]] = {name: [None] * size for name in (*_TEXTS, *_NUMBERS)}
+    rounds: list[list[float] | None] = [None] * size
     for i, record in enumerate(found):
         if record is None:
             continue
@@ -97,8 +100,9 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
                 and all(fields[name] is None or type(fields[name]) is str for name in _TEXTS)):
             return None
         for name, value in fields.items():
-            if name != "status":
+            if name not in ("status", "rounds"):
                 extras[name][i] = value
+        rounds[i] = fields["rounds"]
         status[i] = fields["status"]
         if status[i] == "ok" and values[i] is None:
             status[i], extras["reason"][i] = "unavailable", NO_VALUE
@@ -106,6 +110,7 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
         columns = {name: pa.array(values, pa.string()) for name, values in extras.items() if name in _TEXTS}
         columns.update({name: pa.array(values, pa.float64(), from_pandas=True)  # NaN is NULL, as before
                         for name, values in extras.items() if name in _NUMBERS})
+        columns["rounds"] = pa.array(rounds, pa.list_(pa.float64()))
     except (pa.ArrowException, OverflowError):
         return None
     table = table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string()))
@@ -127,6 +132,7 @@ def _fields(record: dict[str, Any], seconds: Any) -> dict[str, Any]:
         "tflops": record.get("tflops"), "gbps": record.get("gbps"),
         "roofline_fraction": record.get("roofline_fraction"), "device": _json(record.get("device")),
         "run_id": None if record.get("run_id") is None else str(record["run_id"]),
+        "rounds": record.get("rounds") or None,
     }
     if record.get("version", 1) >= 2:
         counts = (fields["flops"], fields["bytes"], fields["floor_s"])
