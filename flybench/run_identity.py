@@ -82,7 +82,7 @@ def _asv_run_ancestor() -> tuple[int, list[str]] | None:
             named_asv = Path(arg).name == "asv" or (arg == "-m" and tail[:1] == ["asv"])
             if named_asv:
                 rest = tail[1:] if arg == "-m" else tail
-                if "run" in rest:
+                if next((a for a in rest if not a.startswith("-")), None) == "run":  # the subcommand
                     return pid, rest
                 break
         if parent <= 1:
