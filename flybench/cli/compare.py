@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flybench.errors import FlybenchError
+import pandas as pd
+
+from flybench.errors import FlybenchError, unknown_name
 from flybench.regress import compare
 from flybench.regress.report import FORMATS, exit_code, write
 from flybench.store import DEFAULT_DB, queries
@@ -16,7 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "compare", help="compare two commits on one machine",
         description="Compare HEAD with BASE on one machine: Mann-Whitney U on the samples, relative and "
                     "absolute thresholds, matching measurement contracts. "
-                    "Exit status: 0 no regression, 1 regression, 2 bad input (unknown commit or machine).")
+                    "Exit status: 0 no regression, 1 regression, 2 bad input (unknown commit, machine or subject).")
     parser.add_argument("base", help="base commit (hash or unique prefix)")
     parser.add_argument("head", help="head commit (hash or unique prefix)")
     add_common(parser)
@@ -33,16 +35,38 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", type=Path, help="write the report here instead of stdout")
 
 
+def check_scope(db: Path, machine: str | None, subject: str | None) -> pd.DataFrame:
+    """The (subject, machine, name) series a report reads; an empty database or an unknown name is an error.
+
+    Otherwise a typo in CI would read no series and pass as "no regressions".
+    """
+    names = queries.series_names(db)
+    if names.empty:
+        raise FlybenchError(f"{db} holds no results: run `flybench ingest <results dir> --db {db}` first")
+    chosen = names
+    for kind, value in (("subject", subject), ("machine", machine)):
+        if value is not None:
+            if value not in set(names[kind]):
+                raise unknown_name(kind, value, sorted(set(names[kind])))
+            chosen = chosen[chosen[kind] == value]
+    if chosen.empty:
+        elsewhere = sorted(set(names[names["subject"] == subject]["machine"]))
+        raise FlybenchError(f"subject {subject!r} has no results on machine {machine!r}; "
+                            f"it has results on: {', '.join(elsewhere)}")
+    return chosen
+
+
 def main(args: argparse.Namespace) -> int:
-    machine = args.machine or _only_machine(args.db)
+    scope = check_scope(args.db, args.machine, args.subject)
+    machine = args.machine or _only_machine(args.db, scope)
     comparison = compare(args.db, machine, args.base, args.head, subject=args.subject, config=args.config)
     write(comparison, args.format, args.output)
     return exit_code(comparison)
 
 
-def _only_machine(db: Path) -> str:
-    """The machine to use when none was named: there must be exactly one."""
-    names = list(queries.machines(db)["name"])
+def _only_machine(db: Path, scope: pd.DataFrame) -> str:
+    """The machine to use when none was named: there must be exactly one with results."""
+    names = sorted(set(scope["machine"]))
     if len(names) != 1:
-        raise FlybenchError(f"pass --machine: {db} holds {', '.join(names) or 'no machines'}")
+        raise FlybenchError(f"pass --machine: {db} holds results of {', '.join(names)}")
     return names[0]

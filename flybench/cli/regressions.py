@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from fnmatch import fnmatchcase
 
-from flybench.cli.compare import add_common
+from flybench.cli.compare import add_common, check_scope
+from flybench.errors import FlybenchError
 from flybench.regress import find_regressions
 from flybench.regress.report import exit_code, write
 
@@ -14,14 +16,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "regressions", help="find regressions in the history of every benchmark",
         description="asv's Potts-model step detection over each series ordered by commit date; a step is "
                     "kept when it beats the relative, absolute and noise thresholds. Every change of a "
-                    "deterministic metric is listed. Exit status: 0 none, 1 regressions, 2 bad input.")
+                    "deterministic metric is listed. Exit status: 0 none, 1 regressions, 2 bad input "
+                    "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
     add_common(parser)
     return parser
 
 
 def main(args: argparse.Namespace) -> int:
+    names = sorted(set(check_scope(args.db, args.machine, args.subject)["name"]))
+    if args.benchmark is not None and not any(fnmatchcase(name, args.benchmark) for name in names):
+        raise FlybenchError(_no_match(args.benchmark, names))
     found = find_regressions(args.db, machine=args.machine, subject=args.subject,
                              benchmark=args.benchmark, config=args.config)
     write(found, args.format, args.output)
     return exit_code(found)
+
+
+def _no_match(glob: str, names: list[str]) -> str:
+    """Why a glob selected nothing, with a few of the names it could have matched."""
+    few = ", ".join(names[:5]) + (f" (and {len(names) - 5} more)" if len(names) > 5 else "")
+    hint = "" if any(c in glob for c in "*?[") else f"; a glob matches whole names, e.g. '*{glob}*'"
+    return f"--benchmark {glob!r} matches no benchmark; the benchmarks here include {few}{hint}"

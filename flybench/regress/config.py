@@ -21,7 +21,10 @@ does, so every change is reported exactly, without any statistics).
 
 from __future__ import annotations
 
+import json
+import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -81,41 +84,122 @@ class RegressConfig:
         return result
 
 
+_NUMBERS: dict[str, tuple[Callable[[float], bool], str, str]] = {
+    # key: (its range, what it means, an example to write)
+    "relative": (lambda x: 0 <= x < 1, "a fraction of the base value, at least 0 and below 1", "0.05"),
+    "noise_k": (lambda x: x > 0, "a multiple of the series' noise, above 0", "3.0"),
+    "p_threshold": (lambda x: 0 < x < 1, "a significance level, above 0 and below 1", "0.002"),
+    "absolute": (lambda x: x >= 0, "a size in the benchmark's own unit, at least 0", "1e-5"),
+}
+_STRING_LISTS = {
+    "bigger_is_better_units": '["TFLOP/s", "GB/s"]',
+    "deterministic_units": '["registers", "bytes"]',
+    "contract_ignore": '["samples", "clocks", "packages"]',
+}
 _OVERRIDE_KEYS = {"relative", "absolute", "noise_k"}
-_TOP_KEYS = {"relative", "noise_k", "p_threshold", "absolute", "bigger_is_better_units",
-             "deterministic_units", "contract_ignore", "overrides"}
+_TOP_KEYS = {*_NUMBERS, *_STRING_LISTS, "overrides"}
 
 
 def load_config(path: str | Path | None = None) -> RegressConfig:
-    """The `[regress]` section of `path` (default ./flybench.toml if it exists); unknown keys are errors."""
+    """The `[regress]` section of `path` (default ./flybench.toml if it exists).
+
+    Every name, type and range is checked, and a mistake is an error that says
+    what to write instead: a misspelt section or key would otherwise fall back
+    to the defaults and hide a gate that no longer gates.
+    """
     file = Path(path) if path else DEFAULT_PATH
     if not file.is_file():
         if path:
             raise FlybenchError(f"config file {file} not found")
         return RegressConfig()
     try:
-        section: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8")).get("regress", {})
+        document: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FlybenchError(f"cannot read {file}: {exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise FlybenchError(f"{file}: {exc}") from exc
+    for name, value in document.items():
+        if name != "regress":
+            what = f"unknown section [{name}]" if isinstance(value, dict) else f"{name} is outside any section"
+            raise FlybenchError(f"{file}: {what}; flybench's settings go in the one section [regress] "
+                                "(and its [regress.overrides.\"<glob>\"] tables)")
+    section = document.get("regress", {})
+    where = f"{file} [regress]"
     _check_keys(file, "[regress]", section, _TOP_KEYS)
-    overrides = section.pop("overrides", {})
-    for pattern, values in overrides.items():
-        _check_keys(file, f"[regress.overrides.{pattern!r}]", values, _OVERRIDE_KEYS)
     base = RegressConfig()
+    values: dict[str, Any] = {k: _number(where, k, section[k]) for k in ("relative", "noise_k", "p_threshold")
+                              if k in section}
     if "absolute" in section:
-        if not isinstance(section["absolute"], dict):
-            raise FlybenchError(f"{file} [regress]: absolute is a table per unit, "
-                                "e.g. absolute = { seconds = 1e-5 }")
-        section["absolute"] = {**base.absolute, **section["absolute"]}
-    sets = {k: frozenset(v.lower() if k.endswith("_units") else v for v in section.pop(k))
-            for k in ("bigger_is_better_units", "deterministic_units", "contract_ignore") if k in section}
-    return replace(base, **section, **sets, overrides=tuple(overrides.items()))
+        values["absolute"] = {**base.absolute, **_per_unit(where, section["absolute"])}
+    values.update({k: _strings(where, k, section[k]) for k in _STRING_LISTS if k in section})
+    return replace(base, **values, overrides=_overrides(file, section.get("overrides", {})))
 
 
-def _check_keys(file: Path, where: str, table: Any, allowed: set[str]) -> None:
+def _per_unit(where: str, table: Any) -> dict[str, float]:
+    """`[regress] absolute`: a size per unit, in that unit."""
     if not isinstance(table, dict):
-        raise FlybenchError(f"{file} {where}: expected a table of {', '.join(sorted(allowed))}")
+        raise FlybenchError(f"{where}: absolute = {_toml(table)} is not a table; in [regress], absolute is a size "
+                            "per unit, in that unit: write e.g. absolute = { seconds = 1e-5 } "
+                            "(a single number belongs in an override)")
+    return {unit: _number(where, "absolute", value, f"absolute.{_toml(unit)}") for unit, value in table.items()}
+
+
+def _overrides(file: Path, tables: Any) -> tuple[tuple[str, dict[str, float]], ...]:
+    """`[regress.overrides."<glob>"]` tables, in file order, each value checked like its [regress] namesake."""
+    example = 'write [regress.overrides."moe.*"] on a line of its own and e.g. relative = 0.3 under it'
+    if not isinstance(tables, dict):
+        raise FlybenchError(f"{file} [regress]: overrides = {_toml(tables)} is not a table of globs; {example}")
+    overrides = []
+    for pattern, values in tables.items():
+        header = f"[regress.overrides.{_toml(pattern)}]"
+        where = f"{file} {header}"
+        if not isinstance(values, dict):
+            raise FlybenchError(f"{where}: {_toml(values)} is not a table of thresholds; {example}")
+        _check_keys(file, header, values, _OVERRIDE_KEYS)
+        overrides.append((pattern, {k: _number(where, k, v) for k, v in values.items()}))
+    return tuple(overrides)
+
+
+def _number(where: str, key: str, value: Any, label: str | None = None) -> float:
+    """A finite number in `key`'s range; a bool is refused although Python counts it as an int."""
+    in_range, meaning, example = _NUMBERS[key]
+    label = label or key
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        problem = "is not a number"
+    elif not (math.isfinite(value) and in_range(value)):
+        problem = "is out of range"
+    else:
+        return float(value)
+    raise FlybenchError(f"{where}: {label} = {_toml(value)} {problem}; {key} is {meaning}: "
+                        f"write e.g. {label} = {example}")
+
+
+def _strings(where: str, key: str, value: Any) -> frozenset[str]:
+    """A list of names; units are matched case-insensitively, so they are kept in lower case."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise FlybenchError(f"{where}: {key} = {_toml(value)} is not a list of strings: "
+                            f"write e.g. {key} = {_STRING_LISTS[key]}")
+    return frozenset(v.lower() if key.endswith("_units") else v for v in value)
+
+
+def _check_keys(file: Path, header: str, table: Any, allowed: set[str]) -> None:
+    if not isinstance(table, dict):
+        raise FlybenchError(f"{file} {header}: {_toml(table)} is not a table; write {header} on a line of its own "
+                            f"and its keys ({', '.join(sorted(allowed))}) under it")
     unknown = set(table) - allowed
     if unknown:
-        raise FlybenchError(f"{file} {where}: unknown keys {', '.join(sorted(unknown))}; "
+        raise FlybenchError(f"{file} {header}: unknown keys {', '.join(sorted(unknown))}; "
                             f"allowed: {', '.join(sorted(allowed))}")
+
+
+def _toml(value: Any) -> str:
+    """A value written as in TOML, to quote the file back in a message."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_toml, value)) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+    return str(value)

@@ -11,6 +11,8 @@ run-to-run spread; and never less than half a unit of the last digit the
 values were written with), so a noisy benchmark needs a bigger step than a
 quiet one. Deterministic metrics
 (register counts, LDS bytes) skip all of this: every change is reported.
+An infinite or NaN value counts as not measured: asv's step detection never
+returns on an infinite one.
 """
 
 from __future__ import annotations
@@ -86,7 +88,10 @@ def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
     """The steps of one series, oldest first: worse steps only, or every change if deterministic."""
     if thresholds.deterministic:
         return _changes(points, thresholds)
+    points = _finite(points)
     bad = [_badness(p.value, thresholds) for p in points]
+    if sum(b is not None for b in bad) < 2:
+        return []
     segments = step_detect.detect_steps(bad, [p.weight for p in points])
     if len(segments) < 2:
         return []
@@ -119,6 +124,7 @@ def series_noise(points: Sequence[Point], thresholds: Thresholds) -> float:
     the larger of the robust spread around the fitted levels and the robust
     run-to-run spread, floored at half a unit of the last printed digit.
     """
+    points = _finite(points)
     bad = [_badness(p.value, thresholds) for p in points]
     measured = [p.value for p, b in zip(points, bad) if b is not None]
     if len(measured) < 2:
@@ -179,8 +185,17 @@ def _weight(row: dict[str, Any]) -> float | None:
     return get_weight({"ci_99_a": row["ci_99_a"], "ci_99_b": row["ci_99_b"]})
 
 
+def _finite(points: Sequence[Point]) -> list[Point]:
+    """The points with infinite or NaN values and weights as not measured (None), as asv's detector needs them."""
+    return [Point(p.commit, _finite_or_none(p.value), _finite_or_none(p.weight)) for p in points]
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
 def _changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
-    measured = [p for p in points if p.value is not None and not math.isnan(p.value)]
+    measured = [p for p in _finite(points) if p.value is not None]
     return [
         Step(a.commit, b.commit, a.value, b.value, 0.0, 1.0,
              worse=(b.value < a.value) if thresholds.bigger_is_better else (b.value > a.value))
@@ -190,7 +205,7 @@ def _changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
 
 def _badness(value: float | None, thresholds: Thresholds) -> float | None:
     """The value oriented so that up is worse; non-positive rates are not measurements."""
-    if value is None or math.isnan(value):
+    if value is None:
         return None
     if thresholds.bigger_is_better:
         return 1 / value if value > 0 else None

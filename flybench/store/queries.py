@@ -91,6 +91,17 @@ def compile_history(db_path: str | Path = DEFAULT_DB, machine: str | None = None
         [machine, machine, subject, subject])
 
 
+def series_names(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """(subject, machine, name) of every series the regression scan reads: benchmarks and compile-metric kernels.
+
+    What a `--machine`, `--subject` or `--benchmark` of the reports is checked against.
+    """
+    return _query(db_path, """
+        SELECT DISTINCT subject, machine, benchmark AS name FROM results
+        UNION SELECT DISTINCT subject, machine, kernel FROM compile_metrics
+        ORDER BY ALL""")
+
+
 def commit_pair(db_path: str | Path, machine: str, base: str, head: str,
                 subject: str | None = None) -> tuple[str, str, pd.DataFrame, pd.DataFrame]:
     """The full hashes of `base` and `head` (prefixes allowed) and their results and compile metrics on `machine`."""
