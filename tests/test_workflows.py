@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from flybench.cli import build_parser
 from flybench.compile import history
+from flybench.regress import report
 from flybench.regress.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 EXPRESSION = re.compile(r"\$\{\{[^}]*\}\}|\$\([^)]*\)|\"?\$\{?[A-Z_]+\}?\"?")
+RENDER = "from flybench.regress.report import main; raise SystemExit(main())"
+"""What `python -c` runs to render a saved JSON comparison again (the comment, the job summary)."""
 
 
 def run_blocks(path: Path) -> list[str]:
@@ -25,7 +34,8 @@ def run_blocks(path: Path) -> list[str]:
 
 
 def commands(block: str) -> list[list[str]]:
-    """Shell commands of a run block that call Python: continuations joined, `( ... && ... )` split, VAR= dropped.
+    """Shell commands of a run block that call Python: continuations joined, `( ... && ... )` split, VAR= dropped,
+    redirections (`2> file`, `>> file`) dropped.
 
     Expressions (`${{ }}`, `$(...)`, `$VAR`) become one placeholder word.
     """
@@ -36,8 +46,13 @@ def commands(block: str) -> list[list[str]]:
         lexer = shlex.shlex(EXPRESSION.sub("X", line), posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
         words: list[str] = []
-        for token in [*lexer, ";"]:
-            if token and set(token) <= set("();&|"):
+        tokens = iter([*lexer, ";"])
+        for token in tokens:
+            if token in (">", ">>", "<"):
+                next(tokens)  # the file
+                if words and words[-1].isdigit():
+                    words.pop()  # the descriptor, `2>`
+            elif token and set(token) <= set("();&|"):
                 while words and "=" in words[0] and not words[0].startswith("-"):
                     words = words[1:]  # VAR=value prefixes
                 if words:
@@ -50,7 +65,11 @@ def commands(block: str) -> list[list[str]]:
 
 def project_commands() -> list[tuple[str, list[str]]]:
     return [(path.name, words) for path in WORKFLOWS for block in run_blocks(path) for words in commands(block)
-            if words[0] == "flybench" or words[:2] == ["python", "-m"]]
+            if words[0] == "flybench" or words[:2] in (["python", "-m"], ["python", "-c"])]
+
+
+def option(words: list[str], name: str, default: str | None = None) -> str | None:
+    return words[words.index(name) + 1] if name in words else default
 
 
 def test_workflows_exist_and_parse():
@@ -79,6 +98,9 @@ def test_every_command_exists_and_its_arguments_parse(where, words):
         assert words[3] in ("run", "machine"), words
         if "--bench" in words:
             assert (ROOT / "benchmarks" / f"{words[words.index('--bench') + 1]}.py").is_file()
+    elif words[1] == "-c":
+        assert words[2] == RENDER, words
+        report.build_parser().parse_args(words[3:])
     else:
         pytest.fail(f"{where}: unknown command {' '.join(words)}")
 
@@ -93,3 +115,126 @@ def test_workflows_install_only_extras_that_exist():
 def test_pull_request_thresholds_load():
     config = load_config(ROOT / ".github" / "flybench-pr.toml")
     assert config.relative == 0.05 and config.p_threshold == 0.002
+
+
+def pr_jobs() -> dict[str, list[dict]]:
+    """The steps of each job of the pull-request workflow that compares base and head."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/pr.yml").read_text())
+    return {name: job["steps"] for name, job in workflow["jobs"].items()
+            if any("flybench compare" in step.get("run", "") for step in job["steps"])}
+
+
+def step_commands(step: dict) -> list[list[str]]:
+    return commands(step.get("run", ""))
+
+
+def only(found: list) -> Any:
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.parametrize("job", sorted(pr_jobs()))
+def test_pull_request_comment_is_found_by_the_marker_its_report_starts_with(job):
+    steps = pr_jobs()[job]
+    renders = [words for step in steps for words in step_commands(step) if words[1:3] == ["-c", RENDER]]
+    comment_file = only([option(w, "--output") for w in renders if "--limit" not in w])
+    name = only(sorted({option(w, "--comment-name", "") for w in renders}))
+    comment = only([s for s in steps if "gh api" in s.get("run", "")])
+    # the step looks for what the report writes first: the same constant, through the same function
+    assert comment["env"]["MARKER"] == report.comment_marker(name)
+    assert report.comment_marker("") == report.COMMENT_MARKER
+    assert "startswith(env.MARKER)" in comment["run"] and "/issues/$PR/comments" in comment["run"]
+    assert "--method PATCH" in comment["run"] and "--method POST" in comment["run"]  # edited in place, else created
+    assert comment["run"].count(f"body=@{comment_file}") == 2
+    assert "gh pr comment" not in (ROOT / ".github/workflows/pr.yml").read_text()  # that one adds a comment a push
+
+
+def test_pull_request_jobs_keep_their_own_comment():
+    names = [option(w, "--comment-name", "") for steps in pr_jobs().values() for step in steps
+             for w in step_commands(step) if w[1:3] == ["-c", RENDER] and "--limit" not in w]
+    assert len(names) == len(set(names)) == len(pr_jobs()) >= 2
+
+
+@pytest.mark.parametrize("job", sorted(pr_jobs()))
+def test_pull_request_uploads_the_json_report_and_writes_the_job_summary(job):
+    steps = pr_jobs()[job]
+    compare = only([w for s in steps for w in step_commands(s) if w[:2] == ["flybench", "compare"]])
+    assert option(compare, "--format") == "json"
+    saved = option(compare, "--output")
+    upload = only([s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")])
+    assert upload["with"]["path"] == saved
+    renders = [w for s in steps for w in step_commands(s) if w[1:3] == ["-c", RENDER]]
+    assert {w[3] for w in renders} == {saved}
+    run = only([s["run"] for s in steps if any(w[1:3] == ["-c", RENDER] for w in step_commands(s))])
+    assert f"steps.{upload['id']}.outputs.artifact-url" in run and run.count("--full-report-url") == len(renders)
+    summary = only([w for w in renders if "--limit" in w])
+    assert report.MARKDOWN_LIMIT < int(option(summary, "--limit")) <= 1024 * 1024  # the job summary holds 1 MiB
+    assert f'cat {option(summary, "--output")} >> "$GITHUB_STEP_SUMMARY"' in run
+
+
+@pytest.mark.parametrize("job", sorted(pr_jobs()))
+def test_pull_request_check_tells_bad_input_from_a_regression(job):
+    steps = pr_jobs()[job]
+    compare = only([s for s in steps if s.get("id") == "compare"])
+    assert "set +e" in compare["run"] and 'echo "status=$status" >> "$GITHUB_OUTPUT"' in compare["run"]
+    reported = "steps.compare.outputs.status == '0' || steps.compare.outputs.status == '1'"
+    for step in steps[steps.index(compare) + 1:]:
+        if "upload-artifact" in step.get("uses", "") or "gh api" in step.get("run", "") \
+                or RENDER in step.get("run", ""):
+            assert step["if"] == reported, step  # a report exists only when compare got that far
+    bad = only([s for s in steps if s.get("if") == "steps.compare.outputs.status != '0' && "
+                                                   "steps.compare.outputs.status != '1'"])
+    assert "bad input, not a regression" in bad["run"] and bad["run"].rstrip().endswith("exit 2")
+    failing = [s for s in steps if s.get("if") == "steps.compare.outputs.status == '1'"]
+    if job == "gpu":  # the compile job reports resource changes and fails only on bad input
+        assert only(failing)["run"].rstrip().endswith("exit 1") and "regression" in only(failing)["name"]
+    else:
+        assert not failing
+
+
+def test_the_render_commands_run(tmp_path):
+    from flybench.regress.compare import CaseResult, Comparison
+
+    case = CaseResult("moe.Quick.track_time", {"case": "mixtral-8x7b-tokens-4096", "provider": "flydsl", "dtype": "bf16"},
+                      "py", "seconds", 1e-3, 2e-3, "regression", "ci-99")
+    comparison = Comparison("pr-runner", "a" * 40, "b" * 40, 0.002, [case])
+    for steps in pr_jobs().values():
+        for words in [w for s in steps for w in step_commands(s) if w[1:3] == ["-c", RENDER]]:
+            (tmp_path / words[3]).write_text(report.to_json(comparison))
+            args = [("https://example.invalid/artifact" if word == "X" else word) for word in words[3:]]
+            done = subprocess.run([sys.executable, "-c", RENDER, *args], cwd=tmp_path, capture_output=True, text=True,
+                                  check=False)
+            assert done.returncode == 0, done.stderr
+            text = (tmp_path / option(words, "--output")).read_text()
+            assert text.startswith(report.comment_marker(option(words, "--comment-name", "")) + "\n")
+            assert "mixtral-8x7b-tokens-4096" in text
+
+
+@pytest.mark.skipif(not shutil.which("jq"), reason="needs jq to stand in for gh's --jq")
+@pytest.mark.parametrize("existing", [True, False])
+def test_comment_step_edits_the_marked_comment_else_creates_one(tmp_path, existing):
+    """The comment step run by bash as GitHub runs it, with a `gh` that answers from a file and logs the rest."""
+    step = only([s for s in pr_jobs()["gpu"] if "gh api" in s.get("run", "")])
+    marker = step["env"]["MARKER"]
+    comments = [{"id": 11, "body": "LGTM"}, {"id": 12, "body": f"> {marker}\n> quoted in a reply"}]
+    if existing:
+        comments += [{"id": 13, "body": f"{marker}\n### flybench: an older push"}]
+    (tmp_path / "comments.json").write_text(json.dumps(comments))
+    (tmp_path / "comment.md").write_text(f"{marker}\n### flybench: this push\n")
+    fake = tmp_path / "bin" / "gh"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/bash\n'
+                    'if [[ " $* " == *" --paginate "* ]]; then\n'
+                    '  while [ "$1" != --jq ]; do shift; done; jq -r "$2" "$FAKE_DIR/comments.json"\n'
+                    'else echo "$*" >> "$FAKE_DIR/calls"; fi\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake.parent}{os.pathsep}{os.environ['PATH']}", "FAKE_DIR": str(tmp_path),
+           "MARKER": marker, "PR": "7", "GITHUB_REPOSITORY": "o/r", "GH_TOKEN": "unused"}
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    (call,) = (tmp_path / "calls").read_text().splitlines()
+    if existing:
+        assert call.startswith("api --method PATCH repos/o/r/issues/comments/13 -F body=@comment.md")
+    else:
+        assert call.startswith("api --method POST repos/o/r/issues/7/comments -F body=@comment.md")

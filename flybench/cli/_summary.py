@@ -1,8 +1,16 @@
-"""The end-of-run table: every case of this run, its status and its numbers."""
+"""The end-of-run table: every case this run measured, its status and its numbers.
+
+Cases a provider cannot run here (unavailable) are counted per provider and
+reason under the table instead of a row each. Where stdout is no terminal
+(a CI log, a pipe) the table is printed at its full width, so no case name
+is cut.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import IO
 
 from flybench.measure import record as records
 
@@ -15,19 +23,35 @@ def run_records(machine_dir: Path, run_id: str) -> list[dict]:
     return list(found.values())
 
 
-def print_run_summary(machine_dir: Path, run_id: str) -> None:
-    from rich.console import Console
+def print_run_summary(machine_dir: Path, run_id: str, file: IO[str] | None = None) -> None:
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
-    records = run_records(machine_dir, run_id)
-    table = Table(title=f"{len(records)} cases measured")
+    from flybench.regress.report import print_rich
+
+    found = run_records(machine_dir, run_id)
+    listed = [r for r in found if r["status"] != "unavailable"]
+    unavailable = Counter((r["provider"], r.get("reason") or "-") for r in found if r["status"] == "unavailable")
+    title = f"{len(listed)} cases measured" + (f", {unavailable.total()} unavailable here" if unavailable else "")
+    table = Table(title=title, title_justify="left")
     for column in ("workload", "case", "provider", "dtype", "status", "median", "TFLOP/s", "GB/s", "error"):
-        table.add_column(column)
-    for r in sorted(records, key=lambda r: (r["workload"], r["case"], r["provider"], r["dtype"])):
+        table.add_column(column, overflow="fold")
+    for r in sorted(listed, key=lambda r: (r["workload"], r["case"], r["provider"], r["dtype"])):
         median = f"{r['median_s'] * 1e6:.1f} us" if r.get("median_s") else "-"
         rate = f"{r['tflops']:.2f}" if r.get("tflops") else "-"
         gbps = f"{r['gbps']:.1f}" if r.get("gbps") else "-"
-        error = f"{r['errors']['out']:.2e}" if "out" in r.get("errors", {}) else "-"
-        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r['reason']}"
+        error = f"{r['errors']['out']:.2e}" if "out" in (r.get("errors") or {}) else "-"
+        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason')}"
         table.add_row(r["workload"], r["case"], r["provider"], r["dtype"], status, median, rate, gbps, error)
-    Console().print(table)
+    parts = [table]
+    if unavailable:
+        skipped = Table(title="unavailable here, not measured", title_justify="left")
+        for column in ("provider", "cases", "reason"):
+            skipped.add_column(column, overflow="fold", justify="right" if column == "cases" else "left")
+        for (provider, reason), n in sorted(unavailable.items(), key=lambda item: (-item[1], item[0])):
+            skipped.add_row(provider, str(n), reason)
+        parts.append(skipped)
+    elif not found:
+        parts.append(Text(f"no case records of run {run_id} in {machine_dir}"))
+    print_rich(Group(*parts), file)

@@ -2,24 +2,37 @@
 
 Plus the exit-code rule shared by the CLI verbs: 1 on a regression, 0
 otherwise, 2 on bad input (the CLI catches FlybenchError for that).
+
+The terminal and markdown reports list one row per case that needs a look
+(regressions and broken cases, then improvements and fixed ones, then the
+ones not comparable), count the unchanged ones, and summarise the cases not
+measured on both sides by provider and reason. The markdown stays under
+MARKDOWN_LIMIT, leaving rows out with a line that says how many and where
+the full report is; the JSON report always holds every case. `main`
+re-renders a saved JSON comparison, as the pull-request workflow does once
+the JSON report is uploaded.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import math
 import sys
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from asv.util import human_value
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
 from flybench.regress.history import Regression
 
@@ -39,6 +52,18 @@ _STYLE = {"regression": "bold red", "broken": "bold red", "improvement": "green"
 Outcome = Comparison | Sequence[Regression]
 FORMATS = ("terminal", "markdown", "json")
 
+LISTED = ("regression", "broken", "improvement", "fixed", "incomparable")
+"""Verdicts the reports list a row per case, in this order; unchanged and not-measured cases are counted."""
+MARKDOWN_LIMIT = 60_000
+"""A markdown report is shorter than this many UTF-8 bytes (so characters): a GitHub comment holds 65,536."""
+COMMENT_MARKER = "<!-- flybench-compare -->"
+"""The first line of a comparison's markdown, hidden on GitHub: the workflow finds its pull-request comment by it."""
+
+
+def comment_marker(name: str = "") -> str:
+    """COMMENT_MARKER, or a marker of its own for a second comment on the same pull request (`resources`)."""
+    return COMMENT_MARKER.replace(" -->", f": {name} -->") if name else COMMENT_MARKER
+
 
 def exit_code(outcome: Outcome) -> int:
     """1 when the outcome holds a regression (or a case that broke), else 0."""
@@ -47,9 +72,19 @@ def exit_code(outcome: Outcome) -> int:
     return EXIT_REGRESSION if any(r.step.worse for r in outcome) else EXIT_OK
 
 
-def markdown(outcome: Outcome) -> str:
-    """A comment ready to post on a pull request (or an issue, for history regressions)."""
-    return _comparison_md(outcome) if isinstance(outcome, Comparison) else _regressions_md(outcome)
+def markdown(outcome: Outcome, *, limit: int = MARKDOWN_LIMIT, full_report: str | None = None,
+             marker: str = "") -> str:
+    """A comment ready to post on a pull request (or an issue, for history regressions).
+
+    Under `limit` UTF-8 bytes: past that, rows are left out, the most
+    urgent kept, with a line that says how many and points to `full_report`
+    (the JSON report's URL or name; a generic pointer without it). A
+    comparison's comment starts with `marker` where one is given (`write`
+    gives COMMENT_MARKER, so a comment file always carries it).
+    """
+    if isinstance(outcome, Comparison):
+        return _comparison_md(outcome, limit, full_report, marker)
+    return _regressions_md(outcome, limit, full_report)
 
 
 def terminal(outcome: Outcome) -> Group:
@@ -72,13 +107,43 @@ def to_json(outcome: Outcome) -> str:
     return json.dumps(data, indent=2, default=str, allow_nan=False)
 
 
-def write(outcome: Outcome, fmt: str, output: Path | None = None) -> None:
-    """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout."""
+def from_json(text: str) -> Comparison:
+    """The Comparison that `to_json` wrote (its derived `relative` and `summary` dropped)."""
+    try:
+        data = json.loads(text)
+        known = {f.name for f in fields(CaseResult)}
+        cases = [_with_context(CaseResult(**{k: v for k, v in case.items() if k in known})) for case in data["cases"]]
+        resources = [ResourceChange(**r) for r in data.get("resources", [])]
+        return Comparison(data["machine"], data["base"], data["head"], data["p_threshold"], cases, resources)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise FlybenchError(f"not a comparison written by `flybench compare --format json`: {exc}") from exc
+
+
+def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int = MARKDOWN_LIMIT,
+          full_report: str | None = None, marker: str = COMMENT_MARKER) -> None:
+    """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout.
+
+    A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
+    """
     with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
         if fmt == "terminal":
-            Console(file=stream, width=160 if output else None).print(terminal(outcome))  # a file has no width
+            print_rich(terminal(outcome), stream)
+        elif fmt == "markdown":
+            stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker) + "\n")
         else:
-            stream.write((markdown(outcome) if fmt == "markdown" else to_json(outcome)) + "\n")
+            stream.write(to_json(outcome) + "\n")
+
+
+def print_rich(renderable: RenderableType, file: IO[str] | None = None) -> None:
+    """Print to `file` (default stdout): on a terminal at its width, elsewhere (a CI log, a file, a pipe) at the
+    renderable's full width, where rich would otherwise cut every line to 80 columns."""
+    stream = file or sys.stdout
+    if getattr(stream, "isatty", lambda: False)():
+        Console(file=stream).print(renderable)
+        return
+    console = Console(file=stream, width=10**6)
+    width = Measurement.get(console, console.options, renderable).maximum
+    Console(file=stream, width=max(width, 80)).print(renderable)
 
 
 def summary_line(comparison: Comparison) -> str:
@@ -117,62 +182,193 @@ def resource_text(change: ResourceChange) -> str:
     return f"{change.name}: {label} {change.base:g} -> {change.head:g}{where}"
 
 
-def _comparison_md(c: Comparison) -> str:
+def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: str) -> str:
     mark = ":red_circle:" if c.failing else ":white_check_mark:"
-    lines = [f"### {mark} flybench: {summary_line(c)}", ""]
+
+    def n(verdict: str) -> int:
+        return len(c.having(verdict))
+
     case_columns = ["benchmark", "parameters", "base", "head", "change", "evidence", "context"]
-    sections = [("Regressions", "regression", case_columns), ("Broken: head fails where base passed", "broken", None),
-                ("Improvements", "improvement", case_columns), ("Fixed", "fixed", None),
-                ("Not compared: measurement contracts differ", "incomparable", None),
-                ("Not measured on both sides", "skipped", None)]
-    for title, verdict, columns in sections:
-        cases = c.having(verdict)
-        if cases:
-            header = columns or ["benchmark", "parameters", "detail"]
-            rows = [_case_cells(x) if columns else [f"`{x.benchmark}`", _params(x.params), x.detail] for x in cases]
-            lines += [f"#### {title}", "", *_md_table(header, rows), ""]
-    if c.resources:
-        lines += ["#### Resource changes", "",
-                  *[f"- {resource_text(r)}{' (worse)' if r.worse else ''}" for r in c.resources], ""]
-    lines.append(f"<sub>{len(c.having('unchanged'))} unchanged. A regression needs Mann-Whitney p < {c.p_threshold:g} "
-                 "on the samples (or 99% intervals apart) and a change beyond the relative and absolute "
-                 "thresholds.</sub>")
-    return "\n".join(lines)
+    detail_columns = ["benchmark", "parameters", "detail"]
+    sections = [
+        _Section(f"Regressions ({n('regression')})", ("regression", "regressions"), case_columns,
+                 [_case_cells(x) for x in c.having("regression")]),
+        _Section(f"Broken: head fails where base passed ({n('broken')})", ("broken case", "broken cases"),
+                 detail_columns, [_detail_cells(x) for x in c.having("broken")]),
+        _Section(f"Improvements ({n('improvement')})", ("improvement", "improvements"), case_columns,
+                 [_case_cells(x) for x in c.having("improvement")]),
+        _Section(f"Fixed ({n('fixed')})", ("fixed case", "fixed cases"), detail_columns,
+                 [_detail_cells(x) for x in c.having("fixed")]),
+        _Section(f"Not compared: measurement contracts differ ({n('incomparable')})",
+                 ("case not compared", "cases not compared"), detail_columns,
+                 [_detail_cells(x) for x in c.having("incomparable")]),
+        _Section(f"Resource changes ({len(c.resources)})", ("resource change", "resource changes"), None,
+                 [[f"{resource_text(r)}{' (worse)' if r.worse else ''}"] for r in c.resources], summary=True),
+        _Section(f"Not measured on both sides ({_plural(n('skipped'), 'case')}), by provider and reason",
+                 ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
+                 [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
+    ]
+    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
+    foot = [(f"<sub>{len(c.having('unchanged'))} unchanged. Unchanged and not-measured cases are counted, not "
+             f"listed. A regression needs Mann-Whitney p < {c.p_threshold:g} on the samples "
+             "(or 99% intervals apart) and a change beyond the relative and absolute thresholds.</sub>")]
+    return _fit(head, sections, foot, limit, _pointer(full_report, "compare"))
 
 
-def _regressions_md(regressions: Sequence[Regression]) -> str:
+def not_measured(c: Comparison) -> list[tuple[tuple[str, str], int]]:
+    """The cases not measured on both sides, counted by (provider, reason): most cases first."""
+    counts = Counter((str(x.params.get("provider", "-")), x.detail or "-") for x in c.having("skipped"))
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: str | None) -> str:
     worse = [r for r in regressions if r.step.worse]
     title = f"### flybench: {_plural(len(worse), 'regression')} in the history"
     if len(regressions) > len(worse):
         title += f", {_plural(len(regressions) - len(worse), 'other resource change')}"
     header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence"]
-    return "\n".join([title, "", *_md_table(header, [_regression_cells(r) for r in regressions])]) + "\n"
+    section = _Section("", ("regression", "regressions"), header, [_regression_cells(r) for r in regressions])
+    return _fit([title, ""], [section], [], limit, _pointer(full_report, "regressions")) + "\n"
+
+
+@dataclass
+class _Section:
+    """One part of a markdown report: a title, and a table (or, without a header, a list) of rows."""
+
+    title: str
+    noun: tuple[str, str]  # one row, several rows: for the line that says how many were left out
+    header: list[str] | None  # None: a list
+    rows: list[list[str]]
+    summary: bool = False  # a few lines that sum many cases up: kept even when listed rows are left out
+
+    def md_rows(self) -> list[str]:
+        return _md_table(self.header, self.rows)[2:] if self.header else [f"- {r[0]}" for r in self.rows]
+
+    def first_row_cost(self) -> int:
+        """Bytes the first row brings besides itself: the table header, and a blank line before the tail."""
+        return (_size("\n".join(_md_table(self.header, []))) + 1 if self.header else 0) + 1
+
+    def lines(self, kept: int) -> list[str]:
+        if not self.rows:
+            return []
+        title = [f"#### {self.title}", ""] if self.title else []
+        body = ([*_md_table(self.header, []), *self.md_rows()[:kept]] if self.header else self.md_rows()[:kept]) \
+            if kept else []
+        more = len(self.rows) - kept
+        tail = [f"_{more} more {self.noun[more != 1]} left out here._"] if more else []
+        return [*title, *body, *([""] if kept and tail else []), *tail, ""]
+
+
+def _fit(head: list[str], sections: list[_Section], foot: list[str], limit: int, pointer: str) -> str:
+    """The report with every row if it fits in `limit` bytes, else with the first rows that fit, in order.
+
+    Summaries (`_Section.summary`) get up to a quarter of the room first, so
+    that they are there however many cases are listed; then the listed rows
+    are taken in order until one does not fit, so no row is shown while a
+    more urgent one was left out.
+    """
+    total = sum(len(s.rows) for s in sections)
+
+    def render(kept: list[int]) -> str:
+        left_out = [(s, len(s.rows) - k) for s, k in zip(sections, kept) if len(s.rows) > k]
+        note = []
+        if left_out:
+            what = ", ".join(f"{n} {s.noun[n != 1]}" for s, n in left_out)
+            note = [(f"> [!NOTE]\n> {total - sum(kept)} of {total} rows left out ({what}) to keep this report "
+                     f"under {limit:,} characters. Every case is in {pointer}."), ""]
+        return "\n".join([*head, *note, *(line for s, k in zip(sections, kept) for line in s.lines(k)), *foot])
+
+    text = render([len(s.rows) for s in sections])
+    if _size(text) < limit:
+        return text
+    kept = [0] * len(sections)
+    room = limit - 1 - _size(render(kept))  # the notes are at their longest with every row left out
+
+    def take(i: int, budget: int) -> int:
+        """Add rows of section i while they fit in `budget` bytes; the bytes spent."""
+        spent = 0
+        for row in sections[i].md_rows()[kept[i]:]:
+            cost = _size(row) + 1 + (sections[i].first_row_cost() if not kept[i] else 0)
+            if spent + cost > budget:
+                break
+            spent += cost
+            kept[i] += 1
+        return spent
+
+    for i, s in enumerate(sections):
+        if s.summary:
+            room -= take(i, room // 4)
+    for i, s in enumerate(sections):
+        room -= take(i, room)
+        if kept[i] < len(s.rows):
+            break  # a row did not fit: the less urgent sections get no more, so the order holds
+    text = render(kept)
+    while _size(text) >= limit and any(kept):  # a guard: the room above is already conservative
+        kept[max(i for i, k in enumerate(kept) if k)] -= 1
+        text = render(kept)
+    return text
+
+
+def _pointer(full_report: str | None, verb: str) -> str:
+    """Where the rows left out are: `full_report` (a URL or a name), else how to get the JSON report."""
+    if not full_report:
+        return f"the full JSON report (`flybench {verb} --format json`; CI keeps it with the run's artifacts)"
+    if full_report.startswith(("http://", "https://")):
+        return f"[the full JSON report]({full_report})"
+    return f"the full JSON report, `{full_report}`"
+
+
+def _size(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def _comparison_rich(c: Comparison) -> Group:
-    table = Table(title=summary_line(c), title_justify="left")
-    for column in ("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail", "context"):
-        table.add_column(column)
-    for case in c.cases:
-        cells = _case_cells(case)
-        table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5],
-                      case.detail or cells[5], cells[6])
-    resources = [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
-                 for r in c.resources]
-    return Group(table, *resources)
+    parts: list[RenderableType] = [Text(summary_line(c), style="bold")]
+    listed = [case for verdict in LISTED for case in c.having(verdict)]
+    if listed:
+        table = _table("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail",
+                       "context")
+        for case in listed:
+            cells = _case_cells(case)
+            table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5],
+                          case.detail or cells[5], cells[6])
+        parts.append(table)
+    parts += [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
+              for r in c.resources]
+    skipped = not_measured(c)
+    if skipped:
+        table = _table("provider", "cases", "reason",
+                       title=f"not measured on both sides: {_plural(len(c.having('skipped')), 'case')}")
+        table.columns[1].justify = "right"
+        for (provider, reason), n in skipped:
+            table.add_row(provider, str(n), reason)
+        parts.append(table)
+    parts.append(Text(f"{len(c.having('unchanged'))} unchanged and {len(c.having('skipped'))} not measured on both "
+                      "sides: counted, not listed (--format json lists every case).", style="dim"))
+    return Group(*parts)
 
 
 def _regressions_rich(regressions: Sequence[Regression]) -> Group:
-    table = Table(title=f"{_plural(sum(r.step.worse for r in regressions), 'regression')} in the history",
-                  title_justify="left")
-    for column in ("machine", "benchmark", "parameters", "commits", "before", "after", "change", "confidence"):
-        table.add_column(column, no_wrap=column == "commits")
+    table = _table("machine", "benchmark", "parameters", "commits", "before", "after", "change", "confidence",
+                   title=f"{_plural(sum(r.step.worse for r in regressions), 'regression')} in the history")
     for r in regressions:
         cells = _regression_cells(r)
         table.add_row(cells[0], r.benchmark, *cells[2:6], Text(cells[6], style="red" if r.step.worse else "green"),
                       cells[7])
     return Group(table)
+
+
+def _table(*columns: str, title: str | None = None) -> Table:
+    """A table that never cuts a cell with an ellipsis: a narrow terminal folds it onto more lines."""
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _detail_cells(case: CaseResult) -> list[str]:
+    return [f"`{case.benchmark}`", _params(case.params), case.detail]
 
 
 def _case_cells(case: CaseResult) -> list[str]:
@@ -222,3 +418,39 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _with_context(case: CaseResult) -> CaseResult:
+    """JSON has no tuples: the context pairs come back as lists."""
+    return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flybench.regress.report",
+        description="Render a comparison saved by `flybench compare --format json` again: the pull-request "
+                    "comment (under --limit bytes, pointing to --full-report-url when rows are left out), the "
+                    "job summary, or a terminal table.")
+    parser.add_argument("report", type=Path, help="the JSON report")
+    parser.add_argument("--format", choices=FORMATS, default="markdown")
+    parser.add_argument("--output", type=Path, help="write here instead of stdout")
+    parser.add_argument("--limit", type=int, default=MARKDOWN_LIMIT,
+                        help=f"the markdown stays under this many bytes (default {MARKDOWN_LIMIT:,}; a GitHub "
+                             "comment holds 65,536 characters, a job summary 1 MiB)")
+    parser.add_argument("--full-report-url", help="where the full JSON report is (the uploaded artifact's URL)")
+    parser.add_argument("--comment-name", default="",
+                        help="a marker of its own, for a second comment on the same pull request")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status 0, or 2 when the report cannot be read (a regression does not fail a re-rendering)."""
+    args = build_parser().parse_args(argv)
+    try:
+        comparison = from_json(args.report.read_text(encoding="utf-8"))
+    except (OSError, FlybenchError) as exc:
+        print(f"error: {args.report}: {exc}", file=sys.stderr)
+        return 2
+    write(comparison, args.format, args.output, limit=args.limit, full_report=args.full_report_url,
+          marker=comment_marker(args.comment_name))
+    return 0
