@@ -88,3 +88,21 @@ def test_rounds_reach_the_store_and_the_comparison(project: AsvProject, tmp_path
     flydsl = next(c for c in result.cases if c.benchmark.endswith("track_time") and c.params["provider"] == "flydsl")
     assert flydsl.noise_source == "history" and flydsl.noise > 0  # the toy's six commits of this series
     assert json.loads(json.dumps(torch.detectable)) > 0
+
+
+def test_every_row_says_what_it_can_detect_and_the_summary_lists_the_noise_limited() -> None:
+    from flybench.regress import Comparison, markdown
+    from flybench.regress.report import noise_limited
+
+    quiet = noise.from_rounds([67.0, 67.2], [73.6, 73.8])
+    loud = noise.from_rounds([60.0, 74.0], [66.0, 81.0])
+    cases = [_judge("diffusion_attention.Quick.track_time", {"case": name, "provider": "triton", "dtype": "bf16"},
+                    "env", "seconds", side(67.0, base), side(73.7, head), TIME, CFG, found)
+             for name, base, head, found in (("quiet", [67.0, 67.2], [73.6, 73.8], quiet),
+                                              ("loud", [60.0, 74.0], [66.0, 81.0], loud))]
+    comparison = Comparison("m", "a" * 40, "b" * 40, CFG.p_threshold, cases)
+    assert [c.params["case"] for c in noise_limited(comparison)] == ["loud"]
+    text = markdown(comparison)
+    assert "detects 5.0% here (noise 0.21% between rounds)" in text  # the quiet regression's row
+    section = text[text.index("Cases whose noise keeps them from the threshold (1)"):]
+    assert "loud, triton, bf16" in section and "(threshold 5.0%)" in section and "between rounds" in section

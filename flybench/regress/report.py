@@ -204,6 +204,10 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  [_detail_cells(x) for x in c.having("incomparable")]),
         _Section(f"Resource changes ({len(c.resources)})", ("resource change", "resource changes"), None,
                  [[f"{resource_text(r)}{' (worse)' if r.worse else ''}"] for r in c.resources], summary=True),
+        _Section(f"Cases whose noise keeps them from the threshold ({len(noise_limited(c))})",
+                 ("noise-limited case", "noise-limited cases"), ["benchmark", "parameters", "detects", "noise"],
+                 [[f"`{x.benchmark}`", _params(x.params), f"{100 * x.detectable:.1f}% (threshold "
+                   f"{100 * x.threshold:.1f}%)", noise_text(x)] for x in noise_limited(c)], summary=True),
         _Section(f"Not measured on both sides ({_plural(n('skipped'), 'case')}), by provider and reason",
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
@@ -211,8 +215,30 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
     head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged. Unchanged and not-measured cases are counted, not "
              f"listed. A regression needs Mann-Whitney p < {c.p_threshold:g} on the samples "
-             "(or 99% intervals apart) and a change beyond the relative and absolute thresholds.</sub>")]
+             "(or 99% intervals apart) and a change beyond the case's detectable change: the relative "
+             "threshold, or its own noise between rounds or over its history where that is larger (the "
+             "absolute floor where its noise is unknown).</sub>")]
     return _fit(head, sections, foot, limit, _pointer(full_report, "compare"))
+
+
+def noise_limited(c: Comparison) -> list[CaseResult]:
+    """Compared cases whose own noise (or the absolute floor) lifts their detectable change over the threshold."""
+    return sorted((x for x in c.cases if x.noise_limited), key=lambda x: -(x.detectable or 0))
+
+
+def noise_text(case: CaseResult) -> str:
+    """'0.4% between rounds' / '1.2% over its history' / 'unknown (one round, no history)'."""
+    if case.noise is None:
+        return "unknown (one round, no history): the absolute floor applies"
+    where = {"rounds": "between rounds", "history": "over its history"}.get(case.noise_source, case.noise_source)
+    return f"{100 * case.noise:.2f}% {where}"
+
+
+def detectable_text(case: CaseResult) -> str:
+    """'detects 5.0% here (noise 0.40% between rounds)': the smallest change this comparison can call."""
+    if case.detectable is None:
+        return ""
+    return f"detects {100 * case.detectable:.1f}% here (noise {noise_text(case)})"
 
 
 def not_measured(c: Comparison) -> list[tuple[tuple[str, str], int]]:
@@ -336,6 +362,14 @@ def _comparison_rich(c: Comparison) -> Group:
         parts.append(table)
     parts += [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
               for r in c.resources]
+    limited = noise_limited(c)
+    if limited:
+        table = _table("benchmark", "parameters", "detects", "threshold", "noise",
+                       title=f"{_plural(len(limited), 'case')} whose noise keeps them from the threshold")
+        for case in limited:
+            table.add_row(case.benchmark, _params(case.params), f"{100 * case.detectable:.1f}%",
+                          f"{100 * case.threshold:.1f}%", noise_text(case))
+        parts.append(table)
     skipped = not_measured(c)
     if skipped:
         table = _table("provider", "cases", "reason",
@@ -376,9 +410,10 @@ def _case_cells(case: CaseResult) -> list[str]:
         evidence = f"Mann-Whitney p={case.p_value:.1e}"
     else:
         evidence = {"ci-99": "99% intervals apart", "none": "no spread recorded"}.get(case.test, case.detail)
+    detects = detectable_text(case)
     return [f"`{case.benchmark}`", _params(case.params), value_text(case.base, case.unit),
-            value_text(case.head, case.unit), change_text(case.base, case.head, case.unit), evidence,
-            context_text(case)]
+            value_text(case.head, case.unit), change_text(case.base, case.head, case.unit),
+            f"{evidence}; {detects}" if detects else evidence, context_text(case)]
 
 
 def context_text(case: CaseResult) -> str:
