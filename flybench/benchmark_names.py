@@ -59,6 +59,21 @@ def asv_pattern(workload: str, shape_set: str, provider: str, dtype: str) -> str
     return rf"^{re.escape(benchmark_name(workload, shape_set))}\('[^']*', '{re.escape(provider)}', '{re.escape(dtype)}'\)$"
 
 
+def series_name(benchmark: str, values: list[object]) -> str:
+    """`benchmark(value, ...)`: one series, as reports print it and `flybench accept` and `bisect` take it."""
+    return f"{benchmark}({', '.join(map(str, values))})"
+
+
+def parse_series(text: str) -> tuple[str, list[str]]:
+    """(benchmark, parameter values) of a `series_name`; ValueError when the text is not one."""
+    match = re.fullmatch(r"\s*([^()\s]+)\s*(?:\((.*)\))?\s*", text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a series: write benchmark(value, ...), "
+                         "e.g. 'attention.Quick.track_time(B1S1H4Hkv4D128_causal, flex, bf16)'")
+    values = [v.strip().strip("'\"") for v in match[2].split(",")] if match[2] and match[2].strip() else []
+    return match[1], values
+
+
 def workload_of(benchmark: str) -> str:
     """The workload a benchmark belongs to: its first dotted part (case suites and importers name it so)."""
     return benchmark.split(".", 1)[0]

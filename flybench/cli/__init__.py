@@ -12,7 +12,7 @@ import sys
 
 from flybench.errors import FlybenchError
 
-FIRST = ("run", "ingest", "compare", "regressions", "dashboard")
+FIRST = ("run", "ingest", "compare", "regressions", "bisect", "accept", "dashboard")
 """Verbs listed first in --help, in the order of the data flow; the rest follow alphabetically."""
 
 

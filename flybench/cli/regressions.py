@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 from fnmatch import fnmatchcase
+from pathlib import Path
 
 from flybench.cli.compare import add_common, check_scope
 from flybench.errors import FlybenchError
-from flybench.regress import find_regressions
+from flybench.regress import accepted, find_regressions
 from flybench.regress.report import exit_code, write
 
 
@@ -19,6 +20,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "deterministic metric is listed. Exit status: 0 none, 1 regressions, 2 bad input "
                     "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
+    parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
+                        help="accepted levels (flybench accept): steps up to them are not reported "
+                             f"(default: {accepted.DEFAULT_PATH}, if it exists)")
+    parser.add_argument("--dashboard-url", help="the dashboard's address: each regression links to its History "
+                                                "view there")
     add_common(parser)
     return parser
 
@@ -28,8 +34,8 @@ def main(args: argparse.Namespace) -> int:
     if args.benchmark is not None and not any(fnmatchcase(name, args.benchmark) for name in names):
         raise FlybenchError(_no_match(args.benchmark, names))
     found = find_regressions(args.db, machine=args.machine, subject=args.subject,
-                             benchmark=args.benchmark, config=args.config)
-    write(found, args.format, args.output)
+                             benchmark=args.benchmark, config=args.config, accepted=accepted.load(args.accepted))
+    write(found, args.format, args.output, dashboard=args.dashboard_url)
     return exit_code(found)
 
 

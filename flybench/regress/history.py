@@ -30,6 +30,8 @@ import pandas as pd
 from asv import step_detect
 from asv._stats import get_weight  # the data-point weight asv publish gives step detection
 
+from flybench.benchmark_names import series_name
+from flybench.regress.accepted import Acceptance, accepted_through
 from flybench.regress.config import RegressConfig, Thresholds, load_config
 from flybench.store import queries
 from flybench.store.db import DEFAULT_DB
@@ -82,6 +84,12 @@ class Regression:
     unit: str | None
     step: Step
     kind: str  # "step" (statistical) or "change" (deterministic metric)
+    runs: str = ""  # where the first bad commit was measured: "main", "pr", another branch, or "" unknown
+
+    @property
+    def series(self) -> str:
+        """`benchmark(param, ...)`: how reports, `flybench bisect` and `flybench accept` name the series."""
+        return series_name(self.benchmark, list(self.params.values()))
 
 
 def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
@@ -140,11 +148,13 @@ def find_regressions(
     subject: str | None = None,
     benchmark: str | None = None,
     config: RegressConfig | str | Path | None = None,
+    accepted: list[Acceptance] | None = None,
 ) -> list[Regression]:
     """Open regressions over the stored history (and every compile-metric change), worst first.
 
     `benchmark` is a glob on benchmark names; `config` a RegressConfig or a
-    flybench.toml path (default ./flybench.toml when present).
+    flybench.toml path (default ./flybench.toml when present). A step at or
+    before a level someone `accepted` for its series is not reported.
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
     found: list[Regression] = []
@@ -156,7 +166,11 @@ def find_regressions(
         thresholds = cfg.thresholds(name, ", ".join(map(str, decoded.values())), unit)
         points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r)) for r in rows]
         kind = "change" if thresholds.deterministic else "step"
-        found += [Regression(subj, mach, env, name, decoded, unit, s, kind) for s in detect(points, thresholds)]
+        commits = [p.commit for p in points]
+        through = accepted_through(accepted or [], subj, mach, name, decoded, commits)
+        runs = {r["commit_hash"]: r.get("run_context") or r.get("branch") or "" for r in rows}
+        found += [Regression(subj, mach, env, name, decoded, unit, s, kind, runs[s.first_bad])
+                  for s in detect(points, thresholds) if commits.index(s.first_bad) > through]
     for (subj, mach, kernel, arch, metric), rows in _series(
             queries.compile_history(db_path, machine=machine, subject=subject),
             ["subject", "machine", "kernel", "arch", "metric"], benchmark):

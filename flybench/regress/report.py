@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlencode
 
 from asv.util import human_value
 from rich.console import Console, Group, RenderableType
@@ -73,18 +74,20 @@ def exit_code(outcome: Outcome) -> int:
 
 
 def markdown(outcome: Outcome, *, limit: int = MARKDOWN_LIMIT, full_report: str | None = None,
-             marker: str = "") -> str:
+             marker: str = "", dashboard: str | None = None) -> str:
     """A comment ready to post on a pull request (or an issue, for history regressions).
 
     Under `limit` UTF-8 bytes: past that, rows are left out, the most
     urgent kept, with a line that says how many and points to `full_report`
     (the JSON report's URL or name; a generic pointer without it). A
     comparison's comment starts with `marker` where one is given (`write`
-    gives COMMENT_MARKER, so a comment file always carries it).
+    gives COMMENT_MARKER, so a comment file always carries it). A history
+    alert links each regression to `dashboard`'s History view of its series
+    where the dashboard's address is given.
     """
     if isinstance(outcome, Comparison):
         return _comparison_md(outcome, limit, full_report, marker)
-    return _regressions_md(outcome, limit, full_report)
+    return _regressions_md(outcome, limit, full_report, dashboard)
 
 
 def terminal(outcome: Outcome) -> Group:
@@ -120,7 +123,7 @@ def from_json(text: str) -> Comparison:
 
 
 def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int = MARKDOWN_LIMIT,
-          full_report: str | None = None, marker: str = COMMENT_MARKER) -> None:
+          full_report: str | None = None, marker: str = COMMENT_MARKER, dashboard: str | None = None) -> None:
     """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout.
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
@@ -129,7 +132,8 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
         if fmt == "terminal":
             print_rich(terminal(outcome), stream)
         elif fmt == "markdown":
-            stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker) + "\n")
+            stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker,
+                                  dashboard=dashboard) + "\n")
         else:
             stream.write(to_json(outcome) + "\n")
 
@@ -247,15 +251,37 @@ def not_measured(c: Comparison) -> list[tuple[tuple[str, str], int]]:
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
-def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: str | None) -> str:
+def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: str | None,
+                    dashboard: str | None) -> str:
     worse = [r for r in regressions if r.step.worse]
     title = f"### flybench: {_plural(len(worse), 'regression')} in the history"
     if len(regressions) > len(worse):
         title += f", {_plural(len(regressions) - len(worse), 'other resource change')}"
     header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
-              "change", "confidence"]
-    section = _Section("", ("regression", "regressions"), header, [_regression_cells(r) for r in regressions])
-    return _fit([title, ""], [section], [], limit, _pointer(full_report, "regressions")) + "\n"
+              "change", "confidence", "measured on", "to act"]
+    rows = [[*_regression_cells(r), r.runs or "-", _next_steps(r, dashboard)] for r in regressions]
+    section = _Section("", ("regression", "regressions"), header, rows)
+    foot = ["<sub>An alert stays open until a later night shows the series back, or until its new level is "
+            "accepted: `flybench accept SERIES COMMIT --reason ...`.</sub>"] if regressions else []
+    return _fit([title, ""], [section], foot, limit, _pointer(full_report, "regressions")) + "\n"
+
+
+def history_url(r: Regression, dashboard: str) -> str:
+    """The dashboard's History view of the regression's series: its page with the series' filters in the URL."""
+    query = {"subject": r.subject, "machine": r.machine, "benchmark": r.benchmark,
+             **{k: str(v) for k, v in r.params.items() if k in ("case", "provider", "dtype")}}
+    return f"{dashboard.rstrip('/')}/history?{urlencode(query)}"
+
+
+def bisect_command(r: Regression) -> str:
+    """The command that finds the first bad commit of the regression's range."""
+    return (f"flybench bisect '{r.series}' {r.step.last_good[:12]} {r.step.first_bad[:12]} "
+            f"--subject {r.subject} --machine {r.machine}")
+
+
+def _next_steps(r: Regression, dashboard: str | None) -> str:
+    link = f"[History]({history_url(r, dashboard)}); " if dashboard else ""
+    return f"{link}`{bisect_command(r)}`"
 
 
 @dataclass

@@ -1,0 +1,91 @@
+"""The nightly alert: each regression names its series, range, size, confidence and runs, links to its
+History view, gives the command that bisects it, and stays until the series is back or its level accepted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build
+
+from flybench.cli import main
+from flybench.regress import accepted, find_regressions
+from flybench.regress.report import bisect_command, history_url
+from flybench.store import ingest
+
+SERIES = "attention.Quick.track_time(c1, flydsl, bf16)"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> AsvProject:
+    return build(tmp_path_factory.getbasetemp() / "asv_toy")
+
+
+@pytest.fixture
+def db(project: AsvProject, tmp_path: Path) -> Path:
+    path = tmp_path / "store.duckdb"
+    assert ingest(project.results_dir, path, branch="main").ok
+    return path
+
+
+def test_the_alert_names_everything_needed_to_act(db: Path, project: AsvProject, tmp_path: Path) -> None:
+    [step] = [r for r in find_regressions(db) if r.series == SERIES]
+    assert (step.step.last_good, step.step.first_bad) == (project.commits[STEP_AT - 1], project.commits[STEP_AT])
+    assert step.runs == "main"
+    url = urlsplit(history_url(step, "https://dash.example/flybench/"))
+    assert url.path == "/flybench/history"
+    assert parse_qs(url.query) == {"subject": [PROJECT], "machine": [MACHINE], "benchmark": ["attention.Quick.track_time"],
+                                   "case": ["c1"], "provider": ["flydsl"], "dtype": ["bf16"]}
+    command = bisect_command(step)
+    assert command.startswith(f"flybench bisect '{SERIES}' {project.commits[STEP_AT - 1][:12]} "
+                              f"{project.commits[STEP_AT][:12]}")
+    out = tmp_path / "alert.md"
+    code = main(["regressions", "--db", str(db), "--format", "markdown", "--output", str(out),
+                 "--dashboard-url", "https://dash.example/flybench"])
+    text = out.read_text()
+    assert code == 1
+    row = next(line for line in text.splitlines() if "c1, flydsl, bf16" in line and "track_time" in line)
+    assert f"{project.commits[STEP_AT - 1][:8]}..{project.commits[STEP_AT][:8]}" in row
+    assert "+50.0%" in row and "% (noise" in row  # the size (step levels) and the confidence
+    assert "| main |" in row and "[History](https://dash.example/flybench/history?" in row
+    assert "`flybench bisect '" in row and "flybench accept" in text
+
+
+def test_an_accepted_level_closes_the_alert_and_keeps_its_reason(db: Path, project: AsvProject,
+                                                                tmp_path: Path, capsys) -> None:
+    file = tmp_path / "accepted.json"
+    code = main(["accept", SERIES, project.commits[STEP_AT][:8], "--reason", "slower kernel, exact lse",
+                 "--db", str(db), "--accepted", str(file)])
+    assert code == 0 and "accepted" in capsys.readouterr().out
+    [entry] = accepted.load(file)
+    assert (entry.machine, entry.benchmark, entry.commit) == (MACHINE, "attention.Quick.track_time",
+                                                               project.commits[STEP_AT])
+    assert entry.params == {"case": "c1", "provider": "flydsl", "dtype": "bf16"} and entry.reason
+    assert SERIES not in [r.series for r in find_regressions(db, accepted=accepted.load(file))]
+    assert SERIES in [r.series for r in find_regressions(db)]  # without the file the step is still there
+    out = tmp_path / "alert.md"
+    main(["regressions", "--db", str(db), "--benchmark", "attention.Quick.*", "--accepted", str(file),
+          "--format", "markdown", "--output", str(out)])
+    assert "c1, flydsl, bf16" not in out.read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["accept", "attention.Quick.track_time(c9, flydsl, bf16)", "abc", "--reason", "x"], "no series"),
+    (["accept", "no such thing((", "abc", "--reason", "x"], "is not a series"),
+    (["accept", SERIES, "ffffffff", "--reason", "x"], "has no result"),
+    (["accept", SERIES, "0", "--reason", "   "], "--reason is empty"),
+])
+def test_bad_acceptances_exit_2_and_say_what_to_do(db: Path, tmp_path: Path, capsys, args, message) -> None:
+    assert main([*args, "--db", str(db), "--accepted", str(tmp_path / "a.json")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "a.json").exists()
+
+
+def test_a_malformed_accepted_file_is_bad_input(db: Path, tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "accepted.json"
+    bad.write_text(json.dumps({"accepted": []}))
+    assert main(["regressions", "--db", str(db), "--accepted", str(bad)]) == 2
+    assert "not an accepted-levels file" in capsys.readouterr().err
