@@ -186,8 +186,7 @@ def _context(b: dict[str, Any] | None, h: dict[str, Any] | None) -> dict[str, tu
 def _history(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:
     """Every series' values over the machine's stored history, oldest commit first (its noise, where long enough)."""
     series: dict[tuple[str, str, str], list[Point]] = {}
-    frame = queries.history(db_path, machine=machine, subject=subject)
-    for r in queries.records(frame[["env_name", "benchmark", "params", "commit_hash", "value", "status"]]):
+    for r in queries.records(queries.series_values(db_path, machine, subject)):
         value = r["value"] if r["status"] == "ok" else None
         series.setdefault((r["env_name"], r["benchmark"], r["params"]), []).append(Point(r["commit_hash"], value))
     return series

@@ -80,6 +80,15 @@ def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchm
     return frame
 
 
+def series_values(db_path: str | Path, machine: str, subject: str | None = None) -> pd.DataFrame:
+    """Each series' value and status per commit on one machine, in `history`'s order, and nothing else:
+    what a series' noise needs, without the samples and records a whole history would move."""
+    where, args = _where(machine=machine, subject=subject)
+    return _query(db_path, f"""
+        SELECT r.env_name, r.benchmark, r.params, r.commit_hash, r.value, r.status FROM {_RESULTS_JOIN}
+        WHERE {where} ORDER BY {_SERIES_ORDER}""", args)
+
+
 def compile_history(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
                     subject: str | None = None) -> pd.DataFrame:
     """Compile-only resource metrics with commit dates, ordered into series per kernel, arch and metric."""
