@@ -19,7 +19,7 @@ import pandas as pd
 from dashboard.frames import cell_text, fmt, params_text
 from flybench.benchmark_names import workload_of
 from flybench.regress import CaseResult, Comparison, Regression, load_config
-from flybench.regress.compare import _judge  # the per-case verdict `flybench compare` gives
+from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
 from flybench.regress.history import (
     Point,
     _weight,  # asv publish's point weight, as find_regressions uses it
@@ -165,7 +165,7 @@ def machine_comparison(base_rows: pd.DataFrame, head_rows: pd.DataFrame) -> list
         params = json.loads(params_json)
         unit = (b or h)["unit"]
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
-        cases.append(_judge(benchmark, params, (b or h)["env_name"], unit, b, h, thresholds, cfg))
+        cases.append(judge(benchmark, params, (b or h)["env_name"], unit, b, h, thresholds, cfg))
     return cases
 
 

@@ -214,11 +214,11 @@ def test_a_commit_compared_with_itself_is_unchanged_everywhere(db: Path, project
 
 
 def test_zero_to_zero_is_no_change() -> None:
-    from flybench.regress.compare import _judge
+    from flybench.regress.compare import judge
 
     row = {"value": 0.0, "status": "ok", "samples": None, "ci_99_a": None, "ci_99_b": None, "contract": None,
            "reason": None, "errors": None}
     cfg = load_config(None)
-    verdict = _judge("spills.Kernel.track_count", {}, "env", "spills", row, dict(row),
+    verdict = judge("spills.Kernel.track_count", {}, "env", "spills", row, dict(row),
                      cfg.thresholds("spills.Kernel.track_count", "", "spills"), cfg)
     assert verdict.verdict == "unchanged"

@@ -11,7 +11,7 @@ import pytest
 from fixtures.asv_project import MACHINE, AsvProject, build, case_record, write_sidecar
 
 from flybench.regress import compare, load_config, noise
-from flybench.regress.compare import _judge
+from flybench.regress.compare import judge
 from flybench.regress.history import Point
 from flybench.store import ingest
 
@@ -53,15 +53,15 @@ def test_detectable_change_follows_the_noise_with_a_small_fixed_minimum() -> Non
 
 def test_a_ten_percent_slowdown_of_a_decode_kernel_is_caught_once_its_noise_is_known() -> None:
     cfg, thresholds = CFG, TIME
-    unknown = _judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, None),
+    unknown = judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, None),
                      side(73.7, None), thresholds, cfg)
     assert unknown.verdict == "unchanged" and unknown.noise is None  # 6.7 us under the 10 us floor
     rounds = noise.from_rounds([67.0, 67.2], [73.6, 73.8])
-    known = _judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, [67.0, 67.2]),
+    known = judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, [67.0, 67.2]),
                    side(73.7, [73.6, 73.8]), thresholds, cfg, rounds)
     assert known.verdict == "regression" and known.noise_source == "rounds"
     assert known.detectable == pytest.approx(0.05) and not known.noise_limited
-    noisy = _judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, [60.0, 74.0]),
+    noisy = judge("diffusion_attention.Quick.track_time", {}, "env", "seconds", side(67.0, [60.0, 74.0]),
                    side(73.7, [66.0, 81.0]), thresholds, cfg, noise.from_rounds([60.0, 74.0], [66.0, 81.0]))
     assert noisy.verdict == "unchanged" and noisy.noise_limited and noisy.detectable > 0.1
 
@@ -96,7 +96,7 @@ def test_every_row_says_what_it_can_detect_and_the_summary_lists_the_noise_limit
 
     quiet = noise.from_rounds([67.0, 67.2], [73.6, 73.8])
     loud = noise.from_rounds([60.0, 74.0], [66.0, 81.0])
-    cases = [_judge("diffusion_attention.Quick.track_time", {"case": name, "provider": "triton", "dtype": "bf16"},
+    cases = [judge("diffusion_attention.Quick.track_time", {"case": name, "provider": "triton", "dtype": "bf16"},
                     "env", "seconds", side(67.0, base), side(73.7, head), TIME, CFG, found)
              for name, base, head, found in (("quiet", [67.0, 67.2], [73.6, 73.8], quiet),
                                               ("loud", [60.0, 74.0], [66.0, 81.0], loud))]

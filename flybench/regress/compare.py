@@ -126,7 +126,7 @@ def compare(
         if not thresholds.deterministic:
             case_noise = noise.from_rounds(_rounds(b), _rounds(h)) or \
                 noise.from_history(history.get(key, []), thresholds)
-            result.cases.append(_judge(benchmark, params, env, unit, b, h, thresholds, cfg, case_noise))
+            result.cases.append(judge(benchmark, params, env, unit, b, h, thresholds, cfg, case_noise))
         elif b is not None and h is not None and _measured(b) and _measured(h) and b["value"] != h["value"]:
             name = f"{benchmark}({', '.join(map(str, params.values()))})"
             metric = benchmark.rsplit(".", 1)[-1]
@@ -192,9 +192,15 @@ def _history(db_path: str | Path, machine: str, subject: str | None) -> dict[tup
     return series
 
 
-def _judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
-           b: dict[str, Any] | None, h: dict[str, Any] | None,
-           thresholds: Thresholds, cfg: RegressConfig, case_noise: noise.Noise | None = None) -> CaseResult:
+def judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
+          b: dict[str, Any] | None, h: dict[str, Any] | None,
+          thresholds: Thresholds, cfg: RegressConfig, case_noise: noise.Noise | None = None) -> CaseResult:
+    """The verdict on one case from its base and head rows (as `store.queries.records` gives them).
+
+    A side that was not measured is None. A row holds `value`, `status`,
+    `reason`, `contract` (JSON text), `samples`, `ci_99_a`/`ci_99_b`, optionally `rounds` and the context
+    columns; `case_noise` sets the smallest change called (`noise.detectable`).
+    """
     case = CaseResult(benchmark, params, env, unit, b["value"] if b else None, h["value"] if h else None, "skipped",
                       context=_context(b, h), noise=case_noise.relative if case_noise else None,
                       noise_source=case_noise.source if case_noise else "")
