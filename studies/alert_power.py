@@ -6,8 +6,8 @@ is prepared the way `flybench run` prepares it (`measure.timing.prepare`:
 a device-graph replay where it can be captured). Beside it, one call per
 planted size: the same call followed by a `torch.cuda._sleep` spin,
 captured into the same graph, whose length is calibrated so the call takes
-3%, 5% or 10% longer (the spin's own launch cost is measured first and
-taken off). The PR job's interleaved rounds are then reproduced inside one
+3%, 5% or 10% longer (the spin's own cost at zero cycles, measured once
+on a short kernel, is taken off). The PR job's interleaved rounds are then reproduced inside one
 process: each round times base, A/A head (the same call again) and the
 three planted heads with `measure.timing.time_call` under the quick
 contract (warm-up shortened to 0.1 s after the case's first timing: the
@@ -77,7 +77,36 @@ def planted(runner: Callable[[], Any], cycles: int, host_timed: bool) -> Callabl
     return timing.host_timed(call) if host_timed else call
 
 
-def measure_case(workload, case, provider, dtype: str, device, contract, rate: float) -> dict[str, Any]:
+def spin_overheads(device, contract) -> dict[bool, float]:
+    """What a spin of zero cycles adds to a call, device-timed in a graph (False) and host-timed (True).
+
+    Measured once on a short stable kernel: measured per case, the noise of
+    a multi-millisecond case would swamp it.
+    """
+    import torch
+
+    from flybench.measure import timing
+
+    x = torch.ones(1 << 22, device="cuda")
+
+    def short() -> dict[str, Any]:
+        return {"out": x.mul_(1.0)}
+
+    def short_blocking() -> dict[str, Any]:
+        out = short()
+        torch.cuda.synchronize()
+        return out
+
+    steady = replace(contract, target_s=0.3)
+    found = {}
+    for host, call in ((False, short), (True, timing.host_timed(short_blocking))):
+        plain, spun = timing.prepare(call, device, steady), timing.prepare(planted(call, 0, host), device, steady)
+        found[host] = statistics.median(timing.time_call(spun, device)) - statistics.median(timing.time_call(plain, device))
+    return found
+
+
+def measure_case(workload, case, provider, dtype: str, device, contract, rate: float,
+                 overheads: dict[bool, float]) -> dict[str, Any]:
     """Gate, calibrate and time one case in interleaved rounds; the line the study keeps for it."""
     from flybench.measure import correctness, timing
 
@@ -100,8 +129,7 @@ def measure_case(workload, case, provider, dtype: str, device, contract, rate: f
     calibrate = replace(base.contract, warmup_s=0.05, target_s=0.1, min_samples=10)
     first = replace(calibrate, warmup_s=contract.warmup_s)  # the case's first timing brings the clocks up
     level = statistics.median(timing.time_call(replace(base, contract=first), device))
-    spin0 = timing.prepare(planted(runner, 0, host), device, contract)
-    overhead = statistics.median(timing.time_call(replace(spin0, contract=calibrate), device)) - level
+    overhead = overheads[host]
     heads: dict[str, Any] = {"aa": base}
     cycles: dict[str, int] = {}
     for size in SIZES:
@@ -138,7 +166,9 @@ def run(args: argparse.Namespace) -> int:
     if out.exists():
         done = {(d["workload"], d["case"], d["provider"], d["dtype"]) for d in map(json.loads, out.read_text().splitlines())}
     contract = for_device(PRESETS["quick"], device)
-    rate = spin_rate()
+    rate, overheads = spin_rate(), spin_overheads(device, contract)
+    print(f"spin: {rate / 1e9:.3f} GHz, zero-cycle cost {overheads[False] * 1e6:.2f} us in a graph, "
+          f"{overheads[True] * 1e6:.2f} us host-timed", flush=True)
     import torch
 
     for choice in choices(device, args.workload, args.provider, args.dtype):
@@ -150,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             if key in done:
                 continue
             try:
-                line = measure_case(workload, case, provider, choice.dtype, device, contract, rate)
+                line = measure_case(workload, case, provider, choice.dtype, device, contract, rate, overheads)
             except Exception as exc:  # noqa: BLE001 - a case that fails is recorded, the study goes on
                 line = {"workload": key[0], "case": key[1], "provider": key[2], "dtype": key[3],
                         "status": "failed", "reason": f"{type(exc).__name__}: {str(exc)[:300]}"}

@@ -15,7 +15,8 @@ from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build, c
 from flybench.cli import compare as compare_cli
 from flybench.cli import regressions as regressions_cli
 from flybench.errors import FlybenchError
-from flybench.regress import RegressConfig, compare, exit_code, find_regressions, load_config, markdown, to_json
+from flybench.regress.compare import compare
+from flybench.regress import RegressConfig, exit_code, find_regressions, load_config, markdown, to_json
 from flybench.regress.compare import significance
 from flybench.regress.history import Point, detect
 from flybench.store import connect, ingest

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from fixtures.asv_project import MACHINE, AsvProject, build, case_record, write_sidecar
 
-from flybench.regress import compare, load_config, noise
+from flybench.regress import load_config, noise
+from flybench.regress.compare import compare
 from flybench.regress.compare import judge
 from flybench.regress.history import Point
 from flybench.store import ingest

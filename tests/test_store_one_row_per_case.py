@@ -114,7 +114,8 @@ def test_v5_migration_gives_what_a_fresh_ingest_gives_row_for_row(tree: Path, tm
 
 
 def test_compare_and_regressions_give_one_verdict_per_case_with_its_context(tree: Path, tmp_path: Path) -> None:
-    from flybench.regress import compare, find_regressions
+    from flybench.regress import find_regressions
+    from flybench.regress.compare import compare
 
     db = tmp_path / "store.duckdb"
     assert ingest(tree, db).ok

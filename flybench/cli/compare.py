@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from flybench.errors import FlybenchError, unknown_name
-from flybench.regress import compare
+from flybench.regress.compare import compare
 from flybench.regress.report import FORMATS, exit_code, write
 from flybench.store import DEFAULT_DB, queries
 

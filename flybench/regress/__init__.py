@@ -1,11 +1,26 @@
-"""Regression detection: step detection over history and base-vs-head comparison, with reports."""
+"""Regression detection: step detection over history and base-vs-head comparison, with reports.
 
-from flybench.regress.compare import CaseResult, Comparison, ResourceChange, compare
-from flybench.regress.config import RegressConfig, Thresholds, load_config
-from flybench.regress.history import Regression, Step, find_regressions
-from flybench.regress.report import exit_code, markdown, terminal, to_json
+The public names load on first use (PEP 562), so a verb that needs one
+module of this package (bisect needs none of the store) does not import
+DuckDB, pandas and scipy with the rest. `compare` is the module; its
+function is `flybench.regress.compare.compare`.
+"""
 
-__all__ = [
-    "CaseResult", "Comparison", "Regression", "RegressConfig", "ResourceChange", "Step", "Thresholds",
-    "compare", "exit_code", "find_regressions", "load_config", "markdown", "terminal", "to_json",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_HOME = {
+    "CaseResult": "compare", "Comparison": "compare", "ResourceChange": "compare",
+    "RegressConfig": "config", "Thresholds": "config", "load_config": "config",
+    "Regression": "history", "Step": "history", "find_regressions": "history",
+    "exit_code": "report", "markdown": "report", "terminal": "report", "to_json": "report",
+}
+__all__ = sorted(_HOME, key=str.lower)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOME[name]}"), name)
