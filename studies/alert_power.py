@@ -205,7 +205,7 @@ def gates() -> dict[str, Any]:
     from flybench.regress.config import RegressConfig, load_config
 
     pr = load_config(PR_CONFIG)
-    return {"pr": pr, "pr-2%": replace(pr, relative=0.02),
+    return {"pr": pr, "pr-3%": replace(pr, relative=0.03), "pr-2%": replace(pr, relative=0.02),
             "old-20%-10us": RegressConfig(relative=0.20, absolute={"seconds": 1e-5})}
 
 
@@ -246,11 +246,15 @@ def summarise(verdicts: list[dict[str, Any]], labels: list[str]) -> dict[str, An
             flagged = sum(bool(v[label]) for v in rows)
             entry[label] = {"flagged": flagged, "rate": flagged / len(rows) if rows else None}
             if size and not label.startswith("flydsl"):
-                entry[label]["below_detectable"] = sorted(
-                    f"{v['workload']}/{v['case']}/{v['provider']}/{v['dtype']}" for v in rows
-                    if v[f"{label}:detectable"] is not None and v[f"{label}:detectable"] > size)
+                reach = [v for v in rows if v[f"{label}:detectable"] is not None and v[f"{label}:detectable"] <= size]
+                entry[label].update(within_reach=len(reach), caught_within_reach=sum(bool(v[label]) for v in reach),
+                                    below_detectable=sorted(_name(v) for v in rows if v not in reach))
         table[f"{size:g}"] = entry
     return table
+
+
+def _name(v: dict[str, Any]) -> str:
+    return f"{v['workload']}/{v['case']}/{v['provider']}/{v['dtype']}"
 
 
 def report(args: argparse.Namespace) -> int:
@@ -276,6 +280,12 @@ def markdown(summary: dict[str, Any], labels: list[str]) -> str:
     for size, entry in summary["by_size"].items():
         cells = [f"{entry[label]['flagged']} ({entry[label]['rate']:.0%})" if entry["cases"] else "-" for label in labels]
         rows.append(f"| {'A/A' if size == '0' else f'+{float(size):.0%}'} | {entry['cases']} | " + " | ".join(cells) + " |")
+    rows += ["", "Cases whose minimum detectable change is at most the planted size, and how many of them were caught:",
+             "", "| planted | " + " | ".join(labels[:-1]) + " |", "|" + " --- |" * len(labels)]
+    for size, entry in summary["by_size"].items():
+        if size != "0":
+            cells = [f"{entry[label]['caught_within_reach']} of {entry[label]['within_reach']}" for label in labels[:-1]]
+            rows.append(f"| +{float(size):.0%} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
