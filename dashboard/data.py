@@ -22,7 +22,8 @@ from dashboard import ui
 from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
-from flybench.regress import compare, find_regressions
+from flybench.regress import find_regressions
+from flybench.regress.compare import compare
 from flybench.store import DEFAULT_DB, queries
 
 """`flybench dashboard --db` passes the database to the app through this variable."""
