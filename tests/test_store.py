@@ -134,7 +134,11 @@ def test_ingest_reads_only_new_and_changed_files(results: Path, db: Path, projec
     assert count(db, "SELECT count(*) FROM results") == 24
 
     changed.unlink()
-    assert ingest(results, db).removed == [changed.relative_to(results).as_posix()]
+    kept = ingest(results, db)  # a tree without a stored file keeps its rows, and says so
+    assert kept.kept == [changed.relative_to(results).as_posix()] and not kept.removed
+    assert "1 stored files not in this tree, kept; `--prune` removes them" in kept.summary()
+    assert count(db, "SELECT count(*) FROM results WHERE commit_hash = ?", [project.commits[0]]) == 4
+    assert ingest(results, db, prune=True).removed == [changed.relative_to(results).as_posix()]
     assert count(db, "SELECT count(*) FROM results WHERE commit_hash = ?", [project.commits[0]]) == 0
 
 
@@ -205,9 +209,13 @@ def test_rates_are_derived_from_asv_time_and_the_records_counts(results: Path, d
     assert torch["gbps"] == pytest.approx(4e6 / (TORCH_MS[0] * 1e-3) / 1e9)
 
 
-def test_subject_is_recorded_and_kept_apart(results: Path, db: Path) -> None:
+def test_subject_is_recorded_and_kept_apart(results: Path, db: Path,
+                                           tmp_path_factory: pytest.TempPathFactory) -> None:
     ingest(results, db)
-    ingest(results, db, subject="flydsl")
+    with pytest.raises(FlybenchError, match="holds results of 'toyproj' .* not of 'flydsl'"):
+        ingest(results, db, subject="flydsl")  # the tree's own config says otherwise
+    unconfigured = shutil.copytree(results, tmp_path_factory.mktemp("no_config") / "results")
+    ingest(unconfigured, db, subject="flydsl")
     assert count(db, "SELECT count(DISTINCT subject) FROM results") == 2
     assert len(queries.commits(db, MACHINE, subject="flydsl")) == 6
     latest = queries.latest_results(db, MACHINE, subject=PROJECT)
@@ -245,7 +253,7 @@ def test_cli_ingest_reads_the_asv_config(results: Path, db: Path, monkeypatch: p
     assert ingest_cli.main(parser.parse_args(["ingest", "--db", str(db)])) == 0
     assert "6 files loaded (24 rows)" in capsys.readouterr().out
     next((results / MACHINE).glob("*-*.json")).write_text("{")
-    assert ingest_cli.main(parser.parse_args(["ingest", "--db", str(db)])) == 1
+    assert ingest_cli.main(parser.parse_args(["ingest", "--db", str(db)])) == 2  # bad input; 1 means regression
     assert "error:" in capsys.readouterr().err
 
 
@@ -323,7 +331,7 @@ def test_series_heads_follow_new_changed_and_removed_files(results: Path, db: Pa
     assert heads_mismatches(db) == (4, 0)
     assert count(db, "SELECT count(*) FROM series_heads WHERE commit_hash = ?", [project.commits[-1]]) == 4
     files[-1].unlink()
-    assert ingest(results, db).removed
+    assert ingest(results, db, prune=True).removed
     assert heads_mismatches(db) == (4, 0)
     assert count(db, "SELECT count(*) FROM series_heads WHERE commit_hash = ?", [project.commits[-2]]) == 4
 

@@ -16,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Load new or changed asv results files (and their .cases.jsonl sidecars) into DuckDB. "
                     "Without a results_dir: this project's tree and every other subject's tree beside it "
                     "(results/<subject>/ with its own asv.conf.json, e.g. results/flydsl/). "
-                    "Exit status: 0 all loaded, 1 some files failed (the others loaded), 2 bad input.")
+                    "Exit status: 0 all loaded, 2 bad input: a tree that cannot be read, or some files that "
+                    "could not (each reported with its reason; the others loaded).")
     parser.add_argument("results_dir", nargs="?", type=Path,
                         help="asv's results_dir (default: the results_dir of --config, plus the other subjects' trees)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
@@ -24,6 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--config", type=Path, help="asv config naming the subject and the results_dir "
                                                     "(default: asv.conf.json at or above the results)")
     parser.add_argument("--branch", help="branch of the commits read in this run, when known")
+    parser.add_argument("--prune", action="store_true",
+                        help="remove the stored rows of files this tree no longer holds (default: keep them, "
+                             "as when trees of several runners are merged)")
     return parser
 
 
@@ -37,9 +41,9 @@ def main(args: argparse.Namespace) -> int:
     for tree in trees:
         first = tree == trees[0]  # --subject and --config name the first tree; the others carry their own config
         report = ingest(tree, args.db, args.subject if first else None, config=args.config if first else None,
-                        branch=args.branch)
+                        branch=args.branch, prune=args.prune)
         print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
-        status = max(status, 0 if report.ok else 1)
+        status = max(status, 0 if report.ok else 2)  # 1 is kept for regressions
     return status
 
 

@@ -18,7 +18,9 @@ import datetime as dt
 import functools
 import itertools
 import json
+import math
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,19 +135,121 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
     `content`, when given, is the file's bytes as already read (for its
     fingerprint): they are parsed instead of reading the file again.
     """
-    data, by_orjson = _load_json(path, Results.api_version, content, big_integers_as_floats=True)
+    data, by_orjson = _load_results_json(path, content)
+    check_results(data)
     try:
         try:
             return _read_direct(data, machine, benchmarks, big_floats_not_plain=by_orjson)
         except _BigFloat:  # maybe an integer beyond 64 bits in the file: read it as `json` does, and again
-            return _read_direct(load_json(path, Results.api_version, content), machine, benchmarks)
+            return _read_direct(_load_results_json(path, content, orjson_first=False)[0], machine, benchmarks)
     except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
         return _read_with_asv(path, machine, benchmarks)
 
 
+def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = True) -> tuple[Any, bool]:
+    """A results file's data in asv's current format (2), and whether orjson parsed it.
+
+    A file in asv's older format (1) is brought up to date in memory by
+    asv's own update step (`Results.update_to_2`, what `asv update` runs),
+    so an old tree is read as it is, and never rewritten. Anything that is
+    not a results file at all gets a message saying what it is instead.
+    """
+    if content is None:
+        content = path.read_bytes()
+    try:
+        return _load_json(path, Results.api_version, content, big_integers_as_floats=orjson_first)
+    except (util.UserError, ValueError):  # asv's words, or a UnicodeDecodeError, say less than this
+        data = _plain_json(path, content)
+        if type(data) is not dict or type(data.get("version")) is not int:
+            what = type(data).__name__ if type(data) is not dict else f"an object of keys {sorted(data)[:5]}"
+            raise ValueError(f"not an asv results file: it holds {what}, and asv writes an object with its "
+                             "format 'version' and 'results'") from None
+        if data["version"] >= Results.api_version:
+            raise  # newer than this asv: asv's own advice (upgrade asv)
+        for version in range(data["version"] + 1, Results.api_version + 1):
+            data = getattr(Results, f"update_to_{version}", lambda d: d)(data)
+        return data, False
+
+
+def _plain_json(path: Path, content: bytes) -> Any:
+    """The file parsed as `json` parses it, or a message saying why it is not JSON text."""
+    try:
+        text = content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 JSON text (a binary file?): byte {exc.start} cannot be decoded") from None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}; asv writes results files as JSON") from None
+
+
+_UNIQUE: dict[str, list[list[Any]]] = {}
+"""Per benchmark, the parameter lists last found to give distinct combinations."""
+
+_REQUIRED = ("commit_hash", "env_name", "date", "python", "params", "requirements", "result_columns", "results")
+
+
+def check_results(data: dict[str, Any]) -> None:
+    """Refuse, with what is wrong, a results file whose entries do not fit its own columns.
+
+    asv's loader zips values onto columns and so drops extra values, and
+    both readers would take a result list shorter than the parameter grid
+    as cases that failed: neither is what asv wrote, so such a file is bad.
+    """
+    missing = [key for key in _REQUIRED if key not in data]
+    if missing:
+        raise ValueError(f"not an asv results file: no {', '.join(map(repr, missing))}")
+    columns, results = data["result_columns"], data["results"]
+    if type(columns) is not list or not all(type(c) is str for c in columns) or type(results) is not dict:
+        raise ValueError("'result_columns' must be a list of names and 'results' an object")
+    unknown = [c for c in columns if c not in _KNOWN_COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown result columns {unknown}: asv writes {sorted(_KNOWN_COLUMNS)}")
+    at = {column: i for i, column in enumerate(columns)}
+    for name, entry in results.items():
+        if type(entry) is not list:
+            raise ValueError(f"benchmark {name!r}: its entry must be a list of values, one per result column")
+        if len(entry) > len(columns):
+            raise ValueError(f"benchmark {name!r}: {len(entry)} values for {len(columns)} columns {columns}")
+        params = entry[at["params"]] if at.get("params", len(entry)) < len(entry) else []
+        if type(params) is not list or not all(type(values) is list for values in params):
+            raise ValueError(f"benchmark {name!r}: 'params' must be a list of lists of values")
+        combinations = 1
+        for values in params:
+            combinations *= len(values)
+        for column in ("result", "samples", *(f"stats_{s}" for s in _STATS)):
+            i = at.get(column, len(entry))
+            values = entry[i] if i < len(entry) else None
+            if values is not None and (type(values) is not list or len(values) != combinations):
+                count = len(values) if type(values) is list else type(values).__name__
+                raise ValueError(f"benchmark {name!r}: {count} {column.replace('result', 'results')} for "
+                                 f"{combinations} parameter combinations; asv writes one per combination")
+        if _UNIQUE.get(name) == params:
+            continue
+        texts = [json.dumps([_literal(v) for v in combo], default=str) for combo in itertools.product(*params)]
+        if len(set(texts)) == len(texts):
+            _UNIQUE[name] = params  # every file of a tree repeats the same lists: checked once
+        else:
+            twice = next(t for t in texts if texts.count(t) > 1)
+            raise ValueError(f"benchmark {name!r} holds the parameter combination {twice} twice (as different "
+                             "reprs of one value): a combination must name one case")
+
+
 def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
-    """Any results file asv can load, through `Results.load`, one dict per row."""
-    results = Results.load(str(path), machine_name=machine)
+    """Any results file asv can load, through `Results.load`, one dict per row.
+
+    A file in asv's older format is loaded from an updated copy in a
+    temporary folder (asv's loader reads only the current format).
+    """
+    try:
+        results = Results.load(str(path), machine_name=machine)
+    except util.UserError:
+        data, _ = _load_results_json(path, None)
+        with tempfile.TemporaryDirectory() as folder:
+            copy = Path(folder) / path.parent.name / path.name
+            copy.parent.mkdir()
+            util.write_json(str(copy), data, Results.api_version, compact=True)
+            results = Results.load(str(copy), machine_name=machine)
     rows = []
     for name in sorted(results.get_all_result_keys()):
         raw_params = results.get_result_params(name)
@@ -161,8 +265,9 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
                 "benchmark": name,
                 "params": params_json(dict(zip(names, (_literal(p) for p in combo)))),
                 "unit": definition.unit if definition else None,
-                "value": _number(value),
+                "value": _number(value) if value is None or not math.isinf(value) else None,
                 "status": _asv_status(value),
+                "reason": non_finite_reason(value) if value is not None and math.isinf(value) else None,
                 "ci_99_a": _number(stat.get("ci_99_a")), "ci_99_b": _number(stat.get("ci_99_b")),
                 "q_25": _number(stat.get("q_25")), "q_75": _number(stat.get("q_75")),
                 "number": stat.get("number"), "repeat": stat.get("repeat"),
@@ -412,12 +517,23 @@ def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -
 
 
 def _values_and_status(value: pa.Array) -> dict[str, pa.Array]:
-    """asv's value as `value` (NaN as NULL) and `status`: null failed, NaN unavailable, a number ok."""
-    nan = pc.is_nan(value)
-    if not value.null_count and not pc.any(nan).as_py():
+    """asv's value as `value` (NaN and infinities as NULL) and `status`: null failed, NaN unavailable, a
+    number ok; an infinity (which asv never writes for a case it ran) failed, with `reason` saying so."""
+    finite = pc.is_finite(value)
+    if not value.null_count and pc.all(finite).as_py():
         return {"value": value, "status": pa.repeat(pa.scalar("ok"), len(value))}
-    status = pc.if_else(value.is_null(), "failed", pc.if_else(nan, "unavailable", "ok"))
-    return {"value": pc.if_else(nan, pa.scalar(None, pa.float64()), value), "status": status}
+    nan, infinite = pc.is_nan(value), pc.is_inf(value)
+    status = pc.if_else(pc.or_kleene(value.is_null(), infinite), "failed", pc.if_else(nan, "unavailable", "ok"))
+    columns = {"value": pc.if_else(finite, value, pa.scalar(None, pa.float64())), "status": status}
+    if pc.any(infinite).as_py():
+        columns["reason"] = pa.array([non_finite_reason(v) if math.isinf(v or 0) else None
+                                      for v in value.to_pylist()], pa.string())
+    return columns
+
+
+def non_finite_reason(value: float) -> str:
+    """Why a row holding `value` (an infinity) is stored as failed, without it."""
+    return f"asv stored the non-finite value {value}: recorded as failed, as no measurement gives it"
 
 
 def _environment(machine: str, env_name: str, params: dict[str, Any], requirements: Any,
@@ -525,7 +641,7 @@ def _literal_eval(text: Any) -> Any:
 
 def _asv_status(value: Any) -> str:
     """asv stores a failed case as null and a skipped one (NotImplementedError in setup) as NaN."""
-    if value is None:
+    if value is None or math.isinf(value):
         return "failed"
     return "unavailable" if util.is_nan(value) else "ok"
 

@@ -46,9 +46,10 @@ class FileTracker:
         self._subject = subject
         self._root = results_dir
         rows = conn.execute(
-            "SELECT path, mtime_ns, size, sha256 FROM ingested_files WHERE subject = ?", [subject]
+            "SELECT path, kind, mtime_ns, size, sha256 FROM ingested_files WHERE subject = ?", [subject]
         ).fetchall()
-        self._known = {path: (mtime_ns, size, sha) for path, mtime_ns, size, sha in rows}
+        self._known = {path: (mtime_ns, size, sha) for path, _, mtime_ns, size, sha in rows}
+        self._kinds = {path: kind for path, kind, *_ in rows}
         self._refreshed: dict[str, Fingerprint] = {}
 
     def relpath(self, path: Path) -> str:
@@ -123,3 +124,7 @@ class FileTracker:
 
     def known_paths(self) -> set[str]:
         return set(self._known)
+
+    def kind(self, relpath: str) -> str | None:
+        """The kind a file was stored as (results, cases or benchmarks), when it was stored before this run."""
+        return self._kinds.get(relpath)

@@ -65,6 +65,7 @@ class IngestReport:
     loaded: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
     errors: list[FileError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rows: int = 0
@@ -78,6 +79,8 @@ class IngestReport:
             f"{self.db_path} ({self.subject}): {len(self.loaded)} files loaded ({self.rows} rows), "
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
         ]
+        if self.kept:
+            lines.append(f"  {len(self.kept)} stored files not in this tree, kept; `--prune` removes them")
         lines += [f"  error: {e.path}: {e.message}" for e in self.errors]
         lines += [f"  warning: {w}" for w in self.warnings]
         return "\n".join(lines)
@@ -90,18 +93,22 @@ def ingest(
     *,
     config: str | Path | None = None,
     branch: str | None = None,
+    prune: bool = False,
 ) -> IngestReport:
     """Load every new or changed results file under `results_dir` into `db_path`.
 
     `subject` names the repository whose commits these are (default: the
-    `project` of the asv config found at or above `results_dir`, or `config`).
-    `branch`, when the caller knows it (nightly on main, a PR branch), is
-    recorded for the commits read in this run.
+    `project` of the asv config found at or above `results_dir`, or `config`);
+    a subject that the config contradicts is refused, since its rows would
+    be filed under the wrong repository. `branch`, when the caller knows it
+    (nightly on main, a PR branch), is recorded for the commits read in this
+    run. Stored files that this tree lacks are kept (a tree is often one
+    runner's artifact among several) unless `prune` is set.
     """
     root = Path(results_dir)
     if not root.is_dir():
         raise FlybenchError(f"{root} is not a directory of asv results (asv's results_dir)")
-    subject = subject or project_name(root, Path(config) if config else None)
+    subject = _subject(root, subject, Path(config) if config else None)
     benchmarks_path = root / "benchmarks.json"
     benchmarks = load_benchmarks(benchmarks_path)
     report = IngestReport(str(db_path), subject)
@@ -109,7 +116,7 @@ def ingest(
     readers = _Readers(benchmarks, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
     try:
         with connect(db_path) as conn:
-            _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch)
+            _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
     finally:
         readers.close()
     return report
@@ -135,6 +142,7 @@ def _changed_since_last_ingest(db_path: Path, benchmarks_path: Path, machine_dir
 def _ingest_tree(
     conn: duckdb.DuckDBPyConnection, report: IngestReport, root: Path, machine_dirs: list[Path],
     benchmarks_path: Path, benchmarks: dict[str, BenchmarkDef], readers: _Readers, branch: str | None,
+    prune: bool,
 ) -> None:
     # Each commit is durable in the write-ahead log; folding it into the database file (a checkpoint,
     # which rewrites the primary-key index whole) is left to the end, when the connection closes,
@@ -146,7 +154,7 @@ def _ingest_tree(
         # filled, for the checkpoint to merge), and the parse goes on beside it.
         conn.execute("SET threads = 1")
     try:
-        _ingest_files(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch)
+        _ingest_files(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
     finally:
         if readers.parallel:
             with suppress(duckdb.Error):  # never hide what went wrong before
@@ -158,6 +166,7 @@ def _ingest_tree(
 def _ingest_files(
     conn: duckdb.DuckDBPyConnection, report: IngestReport, root: Path, machine_dirs: list[Path],
     benchmarks_path: Path, benchmarks: dict[str, BenchmarkDef], readers: _Readers, branch: str | None,
+    prune: bool,
 ) -> None:
     subject = report.subject
     tracker = FileTracker(conn, subject, root)
@@ -188,7 +197,11 @@ def _ingest_files(
         batch.store()  # the files read before the failure are kept, as when each file was its own transaction
         raise
     batch.store()
-    for relpath in sorted(tracker.known_paths() - seen):
+    absent = sorted(tracker.known_paths() - seen)
+    if not prune:
+        report.kept = [path for path in absent if tracker.kind(path) == "results"]
+        absent = []
+    for relpath in absent:
         with _transaction(conn):
             _remove(conn, tracker, subject, relpath)
         report.removed.append(relpath)
@@ -197,12 +210,32 @@ def _ingest_files(
 
 def project_name(results_dir: Path, config: Path | None = None) -> str:
     """The asv config's `project`: the default subject of a results tree."""
+    found = _config_project(results_dir, config)
+    if found is None:
+        raise FlybenchError(f"no asv.conf.json at or above {results_dir}: pass a subject (the repository measured)")
+    return found[1]
+
+
+def _config_project(results_dir: Path, config: Path | None) -> tuple[Path, str] | None:
+    """The asv config that describes `results_dir` (`config`, else the nearest at or above it) and its project."""
     here = results_dir.resolve()
     candidates = [config] if config else [d / "asv.conf.json" for d in (here, *here.parents)]
     for path in candidates:
         if path.is_file():
-            return str(_asv_config(path, "project"))
-    raise FlybenchError(f"no asv.conf.json at or above {results_dir}: pass a subject (the repository measured)")
+            return path, str(_asv_config(path, "project"))
+    return None
+
+
+def _subject(results_dir: Path, subject: str | None, config: Path | None) -> str:
+    """The subject to file the tree under: the one given, unless the tree's asv config names another."""
+    if subject is None:
+        return project_name(results_dir, config)
+    found = _config_project(results_dir, config)
+    if found is not None and found[1] != subject:
+        raise FlybenchError(
+            f"{results_dir} holds results of {found[1]!r} (the project of {found[0]}), not of {subject!r}: "
+            f"drop --subject to file them under {found[1]!r}, or pass the tree that belongs to {subject!r}")
+    return subject
 
 
 def default_results_dir(config: Path = Path("asv.conf.json")) -> Path:
@@ -280,7 +313,11 @@ def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[s
         cases: dict[sidecar.CaseKey, dict[str, Any]] = {}
         if cases_path.is_file():
             fingerprints.append(fingerprint(cases_path, task.cases_relpath, "cases"))
-            cases, warnings = sidecar.load_cases(cases_path)
+            try:
+                cases, warnings = sidecar.load_cases(cases_path)
+            except BAD_FILE as exc:  # the results file lands only with its records: both wait for a good one
+                return warnings, FileError(str(cases_path), f"{type(exc).__name__}: {exc}; the case records "
+                                           f"of {path.name} cannot be read, so it was not loaded either")
         parsed = read_results(path, task.machine, benchmarks, content)  # the bytes fingerprinted, parsed
         if parsed.table is not None:
             table = sidecar.annotate_table(parsed.table, cases)
@@ -608,7 +645,10 @@ def _store_benchmarks(
     conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str,
     benchmarks: dict[str, BenchmarkDef], path: Path,
 ) -> None:
-    conn.execute("DELETE FROM benchmarks WHERE subject = ?", [subject])
+    # Definitions the file no longer holds stay: retired benchmarks keep naming their stored rows, and an
+    # importer's definitions (flybench import) are not the file's to remove.
+    conn.execute("DELETE FROM benchmarks WHERE subject = ? AND list_contains(?::VARCHAR[], name)",
+                 [subject, list(benchmarks)])
     rows = [[subject, b.name, b.param_names, json.dumps(b.params), b.unit, b.type, b.version]
             for b in benchmarks.values()]
     plain = all(isinstance(v, str) or v is None for row in rows for v in (row[1], *row[4:])) and all(

@@ -91,6 +91,9 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
     status = table["status"].to_pylist()
     values = table["value"].to_pylist()
     extras: dict[str, list[Any]] = {name: [None] * size for name in (*_TEXTS, *_NUMBERS)}
+    if "reason" in table.column_names:  # the reader's own (a non-finite value), for rows without a record
+        extras["reason"] = table["reason"].to_pylist()
+        table = table.drop_columns(["reason"])
     rounds: list[list[float] | None] = [None] * size
     for i, record in enumerate(found):
         if record is None:

@@ -1,0 +1,124 @@
+"""Ingest of hand-made asv trees: bad results files are reported, one file at a time, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from fixtures.asv_files import MACHINE, benchmarks_json, machine_json, results_json
+
+from flybench.store import ingest
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A tree of one machine: one plain benchmark and one over two parameters (2 x 2 cases)."""
+    root = tmp_path / "results"
+    root.mkdir()
+    benchmarks_json(root, {"b.T.time_plain": {}, "b.T.time_grid": {
+        "param_names": ["n", "mode"], "params": [["1", "2"], ["'x'", "'y'"]]}})
+    machine_json(root)
+    results_json(root, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1],
+                        "b.T.time_grid": [[1.0, 2.0, 3.0, 4.0], [["1", "2"], ["'x'", "'y'"]], "1", 1767268800000, 0.2]})
+    return root
+
+
+def rows(db: Path, sql: str = "SELECT benchmark, params, value, status, reason FROM results ORDER BY ALL") -> list:
+    conn = duckdb.connect(str(db), read_only=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def second_file(tree: Path, results: dict[str, list[Any]] | None = None, **kwargs: Any) -> Path:
+    return results_json(tree, results if results is not None else {}, commit="b" * 40, **kwargs)
+
+
+def test_the_good_file_loads(tree: Path, tmp_path: Path) -> None:
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    assert report.ok and report.rows == 5, report.summary()
+
+
+@pytest.mark.parametrize("content, reason", [
+    ('{"x": "\xff\xfe"}'.encode("latin-1") + bytes(range(256)), "not UTF-8 JSON"),
+    (b"[]", "not an asv results file"),
+    (b'{"foo": 1}', "not an asv results file"),
+])
+def test_a_file_that_is_not_asv_results_is_reported_with_its_path(
+        tree: Path, tmp_path: Path, content: bytes, reason: str) -> None:
+    bad = second_file(tree)
+    bad.write_bytes(content)
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    assert report.rows == 5 and len(report.loaded) == 1  # the good file still loads
+    (error,) = report.errors
+    assert error.path == str(bad) and reason in error.message, error.message
+    assert "Traceback" not in report.summary()
+
+
+def test_entries_with_more_values_than_columns_are_a_bad_file(tree: Path, tmp_path: Path) -> None:
+    bad = second_file(tree, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1, 7, 8, 9]})
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    (error,) = report.errors
+    assert error.path == str(bad) and "b.T.time_plain" in error.message and "8 values for 5 columns" in error.message
+
+
+def test_value_arrays_shorter_than_the_parameter_grid_are_a_bad_file(tree: Path, tmp_path: Path) -> None:
+    bad = second_file(tree, {"b.T.time_grid": [[1.0, 2.0], [["1", "2"], ["'x'", "'y'"]], "1", 1767268800000, 0.2]})
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    (error,) = report.errors
+    assert error.path == str(bad) and "b.T.time_grid" in error.message
+    assert "2 results for 4 parameter combinations" in error.message
+    assert len(rows(tmp_path / "db.duckdb")) == 5  # nothing made up for the missing cases
+
+
+def test_duplicate_parameter_combinations_after_parsing_are_a_bad_file(tree: Path, tmp_path: Path) -> None:
+    bad = second_file(tree, {"b.T.time_grid": [[1.0, 2.0], [["(1, 2)", "[1, 2]"]], "1", 1767268800000, 0.2]})
+    benchmarks_json(tree, {"b.T.time_grid": {"param_names": ["shape"], "params": [["(1, 2)", "[1, 2]"]]}})
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    bad_errors = [e for e in report.errors if e.path == str(bad)]
+    assert len(bad_errors) == 1 and "b.T.time_grid" in bad_errors[0].message
+    assert "twice" in bad_errors[0].message and "[1, 2]" in bad_errors[0].message
+
+
+def test_a_garbage_sidecar_is_named_itself(tree: Path, tmp_path: Path) -> None:
+    results_file = next((tree / MACHINE).glob("*-*.json"))
+    cases = results_file.with_suffix(".cases.jsonl")
+    cases.write_bytes(b"\x00\xff garbage\n")
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    (error,) = report.errors
+    assert error.path == str(cases) and "case records" in error.message and results_file.name in error.message
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf])
+def test_non_finite_values_asv_did_not_mark_are_failed_with_the_reason(
+        tree: Path, tmp_path: Path, value: float) -> None:
+    second_file(tree, {"b.T.time_plain": [[value], [], "1", 1767268800000, 0.1]})  # json writes Infinity
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    assert report.ok, report.summary()
+    ((stored, status, reason),) = rows(tmp_path / "db.duckdb", "SELECT value, status, reason FROM results "
+                                       f"WHERE commit_hash = '{'b' * 40}'")
+    assert stored is None and status == "failed"
+    assert "non-finite" in reason and str(value) in reason
+
+
+def test_nan_stays_asvs_mark_of_a_skipped_case(tree: Path, tmp_path: Path) -> None:
+    second_file(tree, {"b.T.time_plain": [[math.nan], [], "1", 1767268800000, 0.1]})
+    assert ingest(tree, tmp_path / "db.duckdb", subject="toy").ok
+    assert rows(tmp_path / "db.duckdb", f"SELECT value, status FROM results WHERE commit_hash = '{'b' * 40}'") == [
+        (None, "unavailable")]
+
+
+def test_cli_reports_a_bad_file_with_exit_2_and_no_traceback(tree: Path, tmp_path: Path, capsys) -> None:
+    from flybench.cli import ingest as ingest_cli
+
+    second_file(tree).write_bytes(b"[]")
+    parser = argparse.ArgumentParser()
+    ingest_cli.add_parser(parser.add_subparsers())
+    args = parser.parse_args(["ingest", str(tree), "--db", str(tmp_path / "db.duckdb"), "--subject", "toy"])
+    assert ingest_cli.main(args) == 2
+    assert "not an asv results file" in capsys.readouterr().err

@@ -1,0 +1,94 @@
+"""Ingest removes stored rows only when asked: trees of several runners merge, a wrong subject is refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from fixtures.asv_files import benchmarks_json, machine_json, results_json
+
+from flybench.cli import main as cli
+from flybench.store import ingest
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "flydsl-ci-history-2026-06-11_2026-07-12.json.gz"
+
+
+def runner_tree(root: Path, machine: str, commit: str) -> Path:
+    """One runner's artifact: its machine and one results file."""
+    root.mkdir(parents=True)
+    benchmarks_json(root, {"b.T.time_plain": {}})
+    machine_json(root, machine)
+    results_json(root, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1]}, commit=commit, machine=machine)
+    return root
+
+
+def scalar(db: Path, sql: str) -> object:
+    conn = duckdb.connect(str(db), read_only=True)
+    try:
+        return conn.execute(sql).fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_trees_of_several_runners_merge_and_absent_files_are_kept(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    first = runner_tree(tmp_path / "a" / "results", "runner-a", "a" * 40)
+    second = runner_tree(tmp_path / "b" / "results", "runner-b", "b" * 40)
+    assert ingest(first, db, "toy").ok
+    report = ingest(second, db, "toy")
+    assert report.ok and report.kept == ["runner-a/aaaaaaaa-existing-py.json"] and not report.removed
+    assert "1 stored files not in this tree, kept; `--prune` removes them" in report.summary()
+    assert scalar(db, "SELECT count(DISTINCT machine) FROM results") == 2
+    again = ingest(second, db, "toy")
+    assert again.loaded == [] and again.kept == report.kept  # still kept, still counted
+    pruned = ingest(second, db, "toy", prune=True)
+    assert pruned.removed == ["runner-a/aaaaaaaa-existing-py.json"] and not pruned.kept
+    assert scalar(db, "SELECT list(DISTINCT machine) FROM results") == ["runner-b"]
+
+
+def test_cli_prune_and_a_subject_the_config_contradicts(tmp_path: Path, capsys) -> None:
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "project": "toy", "results_dir": "results"}))
+    db = str(tmp_path / "db.duckdb")
+    assert cli(["ingest", str(tree), "--db", db]) == 0
+    assert cli(["ingest", str(tree), "--db", db, "--subject", "flydsl"]) == 2
+    err = capsys.readouterr().err
+    assert "holds results of 'toy'" in err and "not of 'flydsl'" in err and "Traceback" not in err
+    assert scalar(Path(db), "SELECT count(*) FROM results") == 1  # nothing deleted, nothing filed wrongly
+    (tree / "runner-a" / "aaaaaaaa-existing-py.json").unlink()
+    assert cli(["ingest", str(tree), "--db", db]) == 0
+    assert "1 stored files not in this tree, kept" in capsys.readouterr().out
+    assert cli(["ingest", str(tree), "--db", db, "--prune"]) == 0
+    assert "1 removed" in capsys.readouterr().out
+    assert scalar(Path(db), "SELECT count(*) FROM results") == 0
+
+
+def test_definitions_left_out_of_a_new_benchmarks_json_stay(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    ingest(tree, db, "toy")
+    benchmarks_json(tree, {"b.T.time_new": {}})  # time_plain retired: its rows and definition stay
+    assert ingest(tree, db, "toy").ok
+    assert scalar(db, "SELECT list(name ORDER BY name) FROM benchmarks") == ["b.T.time_new", "b.T.time_plain"]
+
+
+@pytest.mark.skipif(not SHARED.is_file(), reason=f"{SHARED} not found (the shared data folder)")
+def test_importer_definitions_survive_an_ingest_of_a_changed_benchmarks_json(tmp_path: Path) -> None:
+    from flybench.importers.flydsl_ci import SOURCE, import_file
+
+    db = tmp_path / "db.duckdb"
+    history = tmp_path / "history.json"
+    records = json.loads(gzip.decompress(SHARED.read_bytes()))["records"][:200]
+    history.write_text(json.dumps({"schema": 1, "repo": "ROCm/FlyDSL", "records": records}))
+    assert import_file(history, db, "flydsl").ok
+    imported = scalar(db, f"SELECT count(*) FROM benchmarks WHERE subject = 'flydsl' AND version = '{SOURCE}'")
+    assert imported
+    tree = runner_tree(tmp_path / "results", "cpu-compile", "a" * 40)
+    assert ingest(tree, db, "flydsl").ok
+    benchmarks_json(tree, {"b.T.time_plain": {"unit": "bytes"}})  # a changed benchmarks.json
+    assert ingest(tree, db, "flydsl").ok
+    assert scalar(db, f"SELECT count(*) FROM benchmarks WHERE subject = 'flydsl' AND version = '{SOURCE}'") == imported
+    assert scalar(db, "SELECT unit FROM benchmarks WHERE name = 'b.T.time_plain'") == "bytes"
