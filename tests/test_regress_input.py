@@ -90,6 +90,19 @@ def test_an_infinite_rate_is_not_a_perfect_point(detector_inputs: list[list]) ->
     assert [y[2] for y in detector_inputs] == [None]
 
 
+@pytest.mark.parametrize("wrong", [1.7e308, -1.7e308, 1e200, 5e-324])
+@pytest.mark.parametrize("thresholds", [SECONDS, TFLOPS], ids=["seconds", "TFLOP/s"])
+def test_a_value_too_large_or_small_to_fit_is_not_measured(wrong: float, thresholds, detector_inputs) -> None:
+    """A finite 1.7e308 squares to infinity inside asv's Potts solver, which then never returns."""
+    values = [1.00, 1.01, 0.99, 1.00, 1.50, 1.51, 1.49, 1.50, 1.50]
+    with_wrong = [Point(str(i), v) for i, v in enumerate(values)]
+    with_wrong[2:4] = [Point("2", wrong), Point("3", wrong)]
+    missing = [*with_wrong[:2], Point("2", None), Point("3", None), *with_wrong[4:]]
+    assert detect(with_wrong, thresholds) == detect(missing, thresholds)
+    assert series_noise(with_wrong, thresholds) == series_noise(missing, thresholds)
+    assert all(y[2] is None and y[3] is None for y in detector_inputs)
+
+
 @pytest.mark.parametrize("values", [[INF] * 5, [-INF] * 5, [NAN] * 5, [None] * 5, [INF, None, NAN, -INF], [],
                                     [1e-3], [INF, 1e-3, NAN]])
 @pytest.mark.parametrize("thresholds", [SECONDS, TFLOPS, REGISTERS], ids=["seconds", "TFLOP/s", "registers"])
@@ -127,7 +140,8 @@ def test_a_stored_infinity_is_not_measured(project: AsvProject, tmp_path: Path, 
     db = tmp_path / "store.duckdb"
     assert ingest(results, db).ok
     stored = queries.records(queries.history(db, MACHINE, "attention.Quick.track_time"))
-    assert [(r["value"], r["status"]) for r in stored if r["commit_hash"] == project.commits[1]][0] == (INF, "ok")
+    (infinite,) = [r for r in stored if r["commit_hash"] == project.commits[1] and r["params"].find("flydsl") >= 0]
+    assert (infinite["value"], infinite["status"]) == (None, "failed") and "finite" in infinite["reason"]
     with connect(db) as conn:  # a compile metric with an infinite value, and one that is nothing but
         for commit, vgprs, lds in zip(project.commits, (238, INF, 238, NAN, 256, 256), (INF,) * 6):
             conn.execute("INSERT INTO compile_metrics VALUES (?, ?, ?, 'flash_attn', 'gfx950', 'vgpr_count', ?, "

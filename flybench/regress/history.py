@@ -199,13 +199,20 @@ def _weight(row: dict[str, Any]) -> float | None:
     return get_weight({"ci_99_a": row["ci_99_a"], "ci_99_b": row["ci_99_b"]})
 
 
+MAGNITUDE = 1e150
+"""Values beyond this (or, except 0, below its inverse) are not fitted: their squares overflow or vanish in a
+double, and asv's Potts solver then never converges. No timing, rate or count comes near either bound."""
+
+
 def _finite(points: Sequence[Point]) -> list[Point]:
-    """The points with infinite or NaN values and weights as not measured (None), as asv's detector needs them."""
+    """The points with values and weights the detector cannot fit (NaN, infinite, absurdly large or small) as
+    not measured (None), as asv's detector needs them."""
     return [Point(p.commit, _finite_or_none(p.value), _finite_or_none(p.weight)) for p in points]
 
 
 def _finite_or_none(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
+    fits = x is not None and math.isfinite(x) and (x == 0 or 1 / MAGNITUDE <= abs(x) <= MAGNITUDE)
+    return x if fits else None
 
 
 def _changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
@@ -274,9 +281,14 @@ def resolution(values: Sequence[float | None]) -> float:
     measured = [v for v in values if v is not None and math.isfinite(v)]
     for decimals in range(MAX_DECIMALS + 1):
         scale = 10**decimals
-        if measured and all(abs(v * scale - round(v * scale)) <= 1e-9 * max(1.0, abs(v * scale)) for v in measured):
+        if measured and all(_whole(v * scale) for v in measured):
             return 1 / scale
     return 0.0
+
+
+def _whole(x: float) -> bool:
+    """Whether `x` is a whole number; a product that overflowed came from a value far above 2**53, which is one."""
+    return not math.isfinite(x) or abs(x - round(x)) <= 1e-9 * max(1.0, abs(x))
 
 
 def _rounding_noise(values: Sequence[float | None], thresholds: Thresholds) -> float:
