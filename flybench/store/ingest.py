@@ -12,12 +12,14 @@ written whole, so each file's outcome is the one it would have had alone.
 
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import gc
 import itertools
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 from collections import deque
@@ -359,7 +361,7 @@ class _Readers:
         if files >= self.MIN_FILES and cores >= 2 and threading.active_count() == 1 and sys.platform == "linux":
             try:
                 self._pool = ProcessPoolExecutor(cores, mp_context=multiprocessing.get_context("fork"),
-                                                 initializer=_start_worker, initargs=(benchmarks,))
+                                                 initializer=_start_worker, initargs=(benchmarks, os.getpid()))
                 self._pool.submit(int).result()  # forks every worker now
             except (OSError, BrokenProcessPool):  # no processes to be had: read here
                 self.close()
@@ -405,9 +407,27 @@ def _size(path: Path) -> int:
 _WORKER_BENCHMARKS: dict[str, BenchmarkDef] = {}
 
 
-def _start_worker(benchmarks: dict[str, BenchmarkDef]) -> None:
+def _start_worker(benchmarks: dict[str, BenchmarkDef], parent: int) -> None:
+    _exit_with_parent(parent)
     gc.disable()  # see _gc_paused; a worker lives for one ingest and parses data without cycles
     _WORKER_BENCHMARKS.update(benchmarks)
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Have the kernel end this worker when the ingest that forked it dies (SIGKILL, SIGTERM, a crash).
+
+    Otherwise an orphaned worker waits on its task pipe for ever. A parent
+    already gone before the request took effect is caught by the check after it.
+    """
+    with suppress(OSError, AttributeError):  # no libc to ask: the worker ends with its pipe, as before
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 @contextmanager
