@@ -1,6 +1,11 @@
 """`flybench <verb>`: one module per verb, each with add_parser(subparsers) and main(args).
 
 Every public module in this package is a verb; a new verb needs no edit here.
+Its docstring's first line, "`flybench <verb> ...`: what it does", names
+the verb and is its line in `flybench --help`. That line is read from the
+module's source, so the top-level help imports no verb module, and only the
+verb being run is imported: several verbs load DuckDB, pandas or scipy,
+which take a second or more to import.
 """
 
 from __future__ import annotations
@@ -8,29 +13,56 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import re
 import sys
+from collections.abc import Collection
+from pathlib import Path
+from typing import NamedTuple
 
 from flybench.errors import FlybenchError
 
 FIRST = ("run", "ingest", "compare", "regressions", "bisect", "accept", "dashboard")
 """Verbs listed first in --help, in the order of the data flow; the rest follow alphabetically."""
 
-
-def verbs() -> list[str]:
-    found = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
-    return [v for v in FIRST if v in found] + [v for v in found if v not in FIRST]
+_FIRST_LINE = re.compile(r'"""`flybench ([a-z][a-z-]*)[^`]*`: (.+?)\.?(?:""")?\s*$')
 
 
-def build_parser() -> argparse.ArgumentParser:
+class Verb(NamedTuple):
+    name: str  # as typed after `flybench`
+    module: str  # in this package (`import` is import_cmd: a module cannot be named after a keyword)
+    summary: str
+
+
+def verbs() -> list[Verb]:
+    """Every verb, in --help order, from its module's first line."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        source = Path(__path__[0]) / f"{info.name}.py"
+        with source.open(encoding="utf-8") as f:
+            match = _FIRST_LINE.match(f.readline())
+        if match is None:
+            raise RuntimeError(f"{source} must start with a docstring '\"\"\"`flybench <verb> ...`: what it does'")
+        found.append(Verb(match.group(1), info.name, match.group(2)))
+    order = {name: i for i, name in enumerate(FIRST)}
+    return sorted(found, key=lambda v: (order.get(v.name, len(FIRST)), v.name))
+
+
+def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """Every verb: those named in `load` (default: all) with their options, the others by their summary only."""
     parser = argparse.ArgumentParser(prog="flybench", description="Benchmarks and regression tracking for FlyDSL kernels.")
     subparsers = parser.add_subparsers(dest="verb", required=True)
     for verb in verbs():
+        if load is not None and verb.name not in load:
+            subparsers.add_parser(verb.name, help=verb.summary)
+            continue
         try:
-            module = importlib.import_module(f"flybench.cli.{verb}")
+            module = importlib.import_module(f"{__name__}.{verb.module}")
         except ModuleNotFoundError as exc:
             if (exc.name or "").startswith("flybench"):
                 raise
-            _add_missing(subparsers, verb, exc.name or str(exc))
+            _add_missing(subparsers, verb.name, exc.name or str(exc))
             continue
         module.add_parser(subparsers).set_defaults(handler=module.main)
     return parser
@@ -50,7 +82,8 @@ def _add_missing(subparsers, verb: str, package: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(load=argv[:1]).parse_args(argv)  # the verb, if any, comes first
     try:
         return int(args.handler(args) or 0)
     except FlybenchError as exc:
