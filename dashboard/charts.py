@@ -12,11 +12,13 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from dashboard.frames import FLYBENCH
 
 MISSING = "#dddddd"
-HISTORY_FIELDS = ["series", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
-                  "provenance"]
+HISTORY_FIELDS = ["panel", "series", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
+                  "provenance", "run"]
+PANEL_HEIGHT = 200
+PANEL_WIDTH = 720
+"""A history panel's plot area: small multiples stay readable at this size whatever their legend holds."""
 CATEGORIES = alt.Scale(scheme="tableau10")  # distinct hues; Streamlit's default palette pairs near-identical ones
 VERDICT_COLORS = {"regression": "#d62728", "broken": "#8c1c13", "improvement": "#2ca02c", "fixed": "#98df8a",
                   "incomparable": "#ff7f0e", "skipped": "#bbbbbb", "unchanged": "#1f77b4"}
@@ -55,49 +57,62 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: 
     ).resolve_scale(x="independent", y="independent")
 
 
-def history(rows: pd.DataFrame, steps: pd.DataFrame, unit_label: str, log: bool = False) -> alt.LayerChart:
-    """Lines per series over commit dates with the 99% CI band; detected steps as red dashed rules.
+def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
+            log: bool = False) -> alt.FacetChart:
+    """One case across commits, a small multiple per machine (`panel`), a line per provider (`series`).
 
-    `rows` carries y, y_lo, y_hi (already scaled to `unit_label`), series,
-    commit_date, short, message, url, why, status and provenance. A
-    failed commit is a red cross on the bottom edge (it has no value to be
-    drawn at), with the reason in its hover.
+    Each line has its 99% CI band, its alert threshold (`bands`: the band a
+    value must leave to count as a change) and its detected steps (`steps`:
+    red dashed rules labelled with the first bad commit's message). A failed
+    commit is a red cross on the panel's bottom edge, with the reason in its
+    hover. Every layer travels in one table (`layer` says which) so that one
+    faceted chart serves any number of machines.
     """
     rows = rows[[c for c in HISTORY_FIELDS if c in rows]]  # only what is drawn travels to the browser
-    ok = rows[rows["status"] == "ok"]
+    data = pd.concat([rows.assign(layer=rows["status"].where(rows["status"] == "failed", "point")),
+                      bands.assign(layer="band"), steps.assign(layer="step")], ignore_index=True)
     dates = rows["commit_date"].dropna()
     scale = alt.Scale(padding=14)  # room for the newest point, which sits on the right edge
     if dates.nunique() == 1:  # one commit: give the lone date some room instead of a zero-width axis
         scale = alt.Scale(domain=[(dates.min() + pd.Timedelta(days=d)).isoformat() for d in (-1, 1)])
     x = alt.X("commit_date:T", title="commit date", scale=scale, axis=alt.Axis(labelAngle=0))
-    series = alt.Color("series:N", title=None, scale=CATEGORIES,
-                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=400, symbolOpacity=1))
-    several = ok["provenance"].nunique() > 1 or (not ok.empty and ok["provenance"].iloc[0] != FLYBENCH)
-    by_source = {"strokeDash": alt.StrokeDash("provenance:N", title="measured by")} if several else {}
+    color = alt.Color("series:N", title="provider", scale=CATEGORIES,
+                      legend=alt.Legend(orient="right", labelLimit=320, symbolOpacity=1))
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
-    y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale)
-    tooltip = [alt.Tooltip("series:N"), alt.Tooltip("short:N", title="commit"),
-               alt.Tooltip("commit_date:T", title="date", format="%Y-%m-%d %H:%M"),
+    y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale,
+              axis=alt.Axis(format="~g", tickCount=5))
+    tooltip = [alt.Tooltip("series:N", title="provider"), alt.Tooltip("panel:N", title="machine"),
+               alt.Tooltip("short:N", title="commit"),
+               alt.Tooltip("commit_date:T", title="date", format="%Y-%m-%d %H:%M"), alt.Tooltip("run:N"),
                alt.Tooltip("message:N"), alt.Tooltip("y:Q", title=f"value ({unit_label})", format=".4~g"),
-               alt.Tooltip("provenance:N")]
-    base = alt.Chart(ok).encode(x=x)
-    layers: list[alt.Chart] = [  # the line first: the shared legend takes its symbols from the first layer
-        base.mark_line().encode(y=y, color=series, **by_source),
-        base.mark_area(opacity=0.15).encode(y=alt.Y("y_lo:Q", scale=y_scale), y2="y_hi:Q", color=series),
-        base.mark_point(filled=True, size=60, opacity=1, cursor="pointer").encode(
-            y=y, color=series, href="url:N", tooltip=tooltip,
-            **({"shape": alt.Shape("provenance:N", title="measured by")} if several else {})),
+               alt.Tooltip("provenance:N", title="measured by")]
+    base = alt.Chart().encode(x=x)
+    point = "datum.layer == 'point'"
+    layers = [
+        base.mark_rect(opacity=0.08).encode(x="start:T", x2="end:T", y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
+                                           color=color, tooltip=["series:N", "band:N"])
+        .transform_filter("datum.layer == 'band'"),
+        base.mark_line().encode(y=y, color=color).transform_filter(point),
+        base.mark_area(opacity=0.15).encode(y=alt.Y("y_lo:Q", scale=y_scale), y2="y_hi:Q", color=color)
+        .transform_filter(point),
+        base.mark_point(filled=True, size=50, opacity=1, cursor="pointer").encode(
+            y=y, color=color, href="url:N", tooltip=tooltip, shape=alt.Shape("provenance:N", title="measured by"))
+        .transform_filter(point),
+        base.mark_point(shape="cross", size=140, filled=True, color="#d62728").encode(
+            y=alt.value({"expr": "height - 4"}),
+            tooltip=[alt.Tooltip("series:N", title="provider"), alt.Tooltip("short:N", title="commit"),
+                     alt.Tooltip("commit_date:T", title="date"), alt.Tooltip("why:N", title="failed because")])
+        .transform_filter("datum.layer == 'failed'"),
+        base.mark_rule(color="#d62728", strokeDash=[6, 3], size=2).encode(
+            x="first_bad_date:T", tooltip=[alt.Tooltip("what:N", title="detected step")])
+        .transform_filter("datum.layer == 'step'"),
+        base.mark_text(color="#d62728", align="left", dx=4, y=8, fontSize=11, limit=260).encode(
+            x="first_bad_date:T", text="tag:N").transform_filter("datum.layer == 'step'"),
     ]
-    failed = rows[rows["status"] == "failed"]
-    if not failed.empty:
-        layers.append(alt.Chart(failed).mark_point(shape="cross", size=140, filled=True, color="#d62728").encode(
-            x=x, y=alt.value({"expr": "height - 4"}), tooltip=[alt.Tooltip("series:N"), alt.Tooltip("short:N", title="commit"),
-                                            alt.Tooltip("commit_date:T", title="date"),
-                                            alt.Tooltip("why:N", title="failed because")]))
-    if not steps.empty:
-        layers.append(alt.Chart(steps).mark_rule(color="#d62728", strokeDash=[6, 3], size=2).encode(
-            x="first_bad_date:T", tooltip=[alt.Tooltip("what:N", title="detected step")]))
-    return alt.layer(*layers).properties(height=380)
+    return alt.layer(*layers, data=data).properties(height=PANEL_HEIGHT, width=PANEL_WIDTH).facet(
+        row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                             labelFontSize=14, labelFontWeight="bold")),
+    ).resolve_scale(y="independent")
 
 
 def change_bars(frame: pd.DataFrame, title: str) -> alt.Chart:

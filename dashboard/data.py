@@ -18,15 +18,15 @@ from typing import Any
 
 import streamlit as st
 
-from dashboard import ui
+import pandas as pd
+
+from dashboard import filters, frames, ui
 from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
 from flybench.regress import find_regressions
 from flybench.regress.compare import compare
 from flybench.store import DEFAULT_DB, queries
-
-"""`flybench dashboard --db` passes the database to the app through this variable."""
 
 LOADERS: dict[str, Callable[..., Any]] = {
     "counts": queries.table_counts,
@@ -35,6 +35,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "latest_results": queries.latest_results,
     "benchmark_history": queries.benchmark_history,
     "commits": queries.commits,
+    "shared_cases": queries.shared_cases,
     "commit_titles": queries.commit_titles,
     "resources": queries.resource_history,
     "history_steps": history_steps,
@@ -84,3 +85,10 @@ def require_data(resources: bool = False) -> dict[str, int]:
         ui.fill_instructions(db_path(), "The database holds no results yet.")
         st.stop()
     return counts
+
+
+def facets() -> tuple[pd.DataFrame, set[str] | None]:
+    """What the filters offer, with provenance, narrowed by the imported-runs rule (shown on every page alike)."""
+    rows = frames.provenance(load("facets"))
+    rule = filters.run_rule(rows)
+    return filters.in_runs(rows, rule), rule

@@ -18,6 +18,7 @@ SCOPE = (("subject", "Subject (repository)"), ("arch", "Architecture"), ("machin
 """The filters every page shares, in the order they narrow each other."""
 RUNS = ("main only", "pull requests", "all")
 """Which runs of an imported history (FlyDSL's CI) to show; flybench's own rows have no run context."""
+RUN_NAMES = {"main": "main pushes", "pr": "pull-request runs", "branch": "runs of other branches"}
 
 
 def _options(values: Iterable[Any]) -> list[str]:
@@ -25,9 +26,19 @@ def _options(values: Iterable[Any]) -> list[str]:
 
 
 def pick_many(label: str, key: str, values: Iterable[Any], help: str | None = None) -> list[str]:
-    """The chosen values; choosing none means all of them."""
+    """The chosen values; choosing none means all of them.
+
+    A value asked for in the URL that this page has no results for is said
+    out loud and selects nothing, rather than silently showing everything
+    else (`?arch=gfx950` on a page with only sm_90 results).
+    """
     options = _options(values)
+    unknown = [v for v in st.query_params.get_all(key) if v not in options]
     chosen = st.sidebar.multiselect(label, options, key=key, bind="query-params", placeholder="all", help=help)
+    if unknown:
+        st.warning(f"{label} {', '.join(unknown)}: nothing on this page for it "
+                   f"(available: {', '.join(options) or 'none'}). Clear it in the sidebar.")
+        return []
     return [c for c in chosen if c in options] or options
 
 
@@ -63,16 +74,25 @@ def within(frame: pd.DataFrame, allowed: pd.DataFrame, fields: Sequence[str] = t
     return frame[keep]
 
 
-def imported_runs(rows: pd.DataFrame) -> pd.DataFrame:
-    """Imported histories (FlyDSL's CI) hold main-branch and pull-request runs: main only unless asked.
+def run_rule(facets: pd.DataFrame) -> set[str] | None:
+    """The one rule for imported runs, shown in the sidebar of every page alike and kept in the URL (`runs`).
 
-    flybench's own rows have no run context and always pass. The choice is the
-    `runs` URL parameter, so every page that shows imported rows agrees on it.
+    Imported histories (FlyDSL's CI) hold main pushes and pull-request runs;
+    the rule is main only unless the reader asks for more. It is offered on
+    every page as soon as the database holds any non-main imported run, so no
+    page can disagree with another about it. None: there is nothing to choose.
     """
-    contexts = set(rows["run_context"].dropna()) if "run_context" in rows else set()
+    contexts = set(facets["run_context"].dropna())
     if not contexts - {"main"}:
-        return rows
+        return None
     choice = st.sidebar.radio("Imported runs", RUNS, key="runs", bind="query-params",
-                              help="FlyDSL's CI measured main pushes and pull requests; each PR is its own series.")
-    keep = {"main only": {"main"}, "pull requests": contexts - {"main"}, "all": contexts}[choice]
-    return rows[rows["run_context"].isna() | rows["run_context"].isin(keep)]
+                              help="FlyDSL's CI measured main pushes and pull requests; each PR is its own series. "
+                                   "flybench's own results are always shown.")
+    return {"main only": {"main"}, "pull requests": contexts - {"main"}, "all": contexts}[choice]
+
+
+def in_runs(rows: pd.DataFrame, rule: set[str] | None, column: str = "run_context") -> pd.DataFrame:
+    """Rows the rule keeps: flybench's own (no run context) always, imported ones of the chosen runs."""
+    if rule is None or column not in rows:
+        return rows
+    return rows[rows[column].isna() | rows[column].isin(rule)]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flybench.benchmark_names import series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
 from flybench.regress.report import value_text
@@ -31,6 +32,9 @@ ARCH_FIELDS = ["value", "status", "why", "machine", "commit_hash", "commit_date"
 """What `by_arch` keeps of each architecture's newest row besides its text, as `<arch> <field>`."""
 FAILED_REASON = "the benchmark raised; asv recorded no value"
 SIDE_METRICS = ("tflops", "gbps", "roofline_fraction")
+UNKNOWN_UNIT = "unknown unit"
+"""What a series whose benchmark definition gave no unit says instead of nothing."""
+UNIT_NAMES = {"tflops": "TFLOP/s", "tflop/s": "TFLOP/s", "gb/s": "GB/s", "tb/s": "TB/s"}
 
 
 def provenance(frame: pd.DataFrame) -> pd.DataFrame:
@@ -51,11 +55,18 @@ def mark(text: str, provenance_value: str) -> str:
     return text if provenance_value == FLYBENCH else f"{text} †"
 
 
+def unit_label(unit: Any) -> str:
+    """One spelling per unit on every page: FlyDSL CI's 'TFLOPS' is flybench's 'TFLOP/s'."""
+    if not isinstance(unit, str) or not unit:
+        return UNKNOWN_UNIT
+    return UNIT_NAMES.get(unit.lower(), unit)
+
+
 def fmt(value: Any, unit: str | None) -> str:
     """A value as the reports print it (1.49ms, 65.0μs, 397.5 TFLOP/s), or a dash where there is none."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return value_text(float(value), unit)
+    return value_text(float(value), unit if unit in ("seconds", "bytes") else unit_label(unit))
 
 
 def cell_text(status: str, value: Any, unit: str | None) -> str:
@@ -132,12 +143,29 @@ def _newest(rows: pd.DataFrame, key: list[str], label: Callable[[pd.DataFrame], 
 
 
 def imported_label(frame: pd.DataFrame) -> pd.Series:
-    """'moe · t16-d7168x256-e257k9 · moe_gemm1 · fp8': the source's own names, the provider left out.
+    """'flash_attn · B16S8192H16Hkv16D128_causal · bf16': the source's own names, the provider left out.
 
-    The workload (FlyDSL's op where none maps), then every parameter but the provider.
+    The source's op (FlyDSL's `flash_attn`, not flybench's workload `attention`)
+    where the row records it, else the workload; then every parameter but the provider.
     """
     rest = frame["params"].map(lambda p: " · ".join(str(v) for k, v in params_dict(p).items() if k != "provider"))
-    return frame["workload"].astype(str) + " · " + rest
+    op = frame["source_op"] if "source_op" in frame else pd.Series(None, index=frame.index, dtype=object)
+    return op.fillna(frame["workload"]).astype(str) + " · " + rest
+
+
+def foreign_label(frame: pd.DataFrame) -> pd.Series:
+    """A foreign benchmark's series exactly as asv names it: `benchmarks.TimeSuite.time_keys(10, 'a')`."""
+    return pd.Series([series_name(b, list(params_dict(p).values())) for b, p in zip(frame["benchmark"], frame["params"])],
+                     index=frame.index, dtype=object)
+
+
+def newest_foreign(rows: pd.DataFrame) -> pd.DataFrame:
+    """The newest row of each foreign series (any unit, an unknown one included), labelled as asv names it."""
+    out = _newest(rows, ["subject", "machine", "env_name", "benchmark", "params"], foreign_label)
+    out["unit"] = out["unit"].map(unit_label)
+    out["shown"] = [mark(cell_text(s, v, u), p) for s, v, u, p in
+                    zip(out["status"], out["value"], out["unit"], out["provenance"])]
+    return out
 
 
 def by_arch(newest: pd.DataFrame) -> pd.DataFrame:
@@ -176,7 +204,7 @@ def ratio_text(wide: pd.DataFrame, ratio: pd.Series, head: str, base: str) -> li
                                               wide[f"{base} status"]):
         if pd.isna(r):
             text = " and ".join(f"{arch} {s if isinstance(s, str) else 'not measured'}"
-                                for arch, s in zip((head, base), statuses) if s != "ok") or "no ratio (a value of 0)"
+                                for arch, s in zip((head, base), statuses) if s != "ok") or "a side reads 0: no ratio"
         else:
             text = f"{r:.2f}×"
         texts.append(mark(text, provenance_value))
@@ -276,13 +304,45 @@ def roof_lines(roofs: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
+def case_text(params: Any) -> str:
+    """A case of one benchmark as its parameters without the provider: 'B16S8192H16Hkv16D128_causal, bf16'."""
+    return ", ".join(str(v) for k, v in params_dict(params).items() if k != "provider")
+
+
+def panel_labels(rows: pd.DataFrame) -> pd.Series:
+    """'gfx950 · linux-flydsl-mi355-1 †': one small multiple per machine, named by architecture first."""
+    arch = rows["arch"].fillna("no GPU architecture").astype(str)
+    return [mark(f"{a} · {m}", p) for a, m, p in zip(arch, rows["machine"], rows["provenance"])]
+
+
 def series_labels(rows: pd.DataFrame) -> pd.Series:
-    """'provider · case · dtype @ machine', naming only the parts that vary (provider and machine always)."""
-    parts = [p for p in ("case", "dtype", "env_name") if p in rows and rows[p].nunique() > 1]
-    label = rows["provider"].fillna("-").astype(str)
-    for part in parts:
-        label = label + " · " + rows[part].astype(str)
-    return label + " @ " + rows["machine"].astype(str)
+    """A line within its machine's panel: the provider, with the environment where a machine has several
+    (each of FlyDSL CI's pull requests is an environment of its own), marked † when imported."""
+    provider = rows["provider"].fillna(rows["env_name"])  # a foreign benchmark has no provider: its environment
+    several = rows.groupby("machine")["env_name"].transform("nunique") > 1
+    label = provider.astype(str).where(~several, provider.astype(str) + " · " + rows["env_name"].astype(str))
+    return pd.Series([mark(t, p) for t, p in zip(label, rows["provenance"])], index=rows.index, dtype=object)
+
+
+def threshold_band(rows: pd.DataFrame, config: RegressConfig, factor: float = 1.0) -> pd.DataFrame:
+    """Per drawn series, the band around its newest level that a value must leave to count as a change.
+
+    The level is the median of the series' last five ok values; the band's
+    half-width is the larger of the relative and the absolute threshold the
+    alerts use for that series (flybench.toml [regress]); `factor` is the
+    display scale of `y`. Columns: panel, series, lo, hi, start, end, band.
+    """
+    found = []
+    for (panel, series), one in rows[rows["status"] == "ok"].groupby(["panel", "series"], sort=False):
+        limits = config.thresholds(one["benchmark"].iloc[0], params_text(one["params"].iloc[0]), one["unit"].iloc[0])
+        level = float(one["y"].tail(5).median())
+        half = max(abs(level) * limits.relative, limits.absolute * factor)
+        found.append({"panel": panel, "series": series, "lo": level - half, "hi": level + half,
+                      "start": one["commit_date"].min(), "end": one["commit_date"].max(),
+                      "band": f"a change must leave ±{limits.relative:.0%} of the newest level"
+                              + (f" and exceed {fmt(limits.absolute, one['unit'].iloc[0])}" if limits.absolute else "")
+                              + f" and {limits.noise_k:g}x the series' noise"})
+    return pd.DataFrame(found, columns=["panel", "series", "lo", "hi", "start", "end", "band"])
 
 
 def display_scale(unit: str | None, values: pd.Series) -> tuple[float, str]:

@@ -22,7 +22,8 @@ from flybench import envvars
 _ALTAIR_GLOBALS = threading.Lock()
 FILL_COMMANDS = """\
 flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
-flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)"""
+flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)
+flybench import flydsl-ci --db {db} HISTORY.json   # add FlyDSL CI's own history, marked as imported"""
 
 
 def cannot_read(path: Path, problem: str) -> None:
@@ -59,7 +60,10 @@ def table(frame: pd.DataFrame, name: str, columns: list[str] | None = None,
 def chart(figure: alt.TopLevelMixin, frame: pd.DataFrame, name: str, columns: list[str] | None = None,
           stretch: bool = True) -> None:
     """The chart (as wide as the page unless `stretch` is off), then the rows it was drawn from, folded away."""
-    st.vega_lite_chart(spec=vega_spec(figure), width="stretch" if stretch else "content", key=f"chart-{name}")
+    spec = vega_spec(figure)
+    if stretch and "facet" not in spec:  # Streamlit's default ("fit") takes a legend's height out of the plot's
+        spec["autosize"] = {"type": "fit-x", "contains": "padding"}
+    st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content", key=f"chart-{name}")
     with st.expander("Rows behind this chart"):
         table(frame, name, columns)
 

@@ -8,6 +8,12 @@ of each case (`track_tflops`, `track_gbps`, `track_roofline`, `track_error`);
 `LEGACY_METRICS` names them so the store can fold them into the case's row.
 Anything else (compile metrics, imported or foreign benchmarks) is not a
 case suite, and `parse` says so with None.
+
+flybench also writes two other suites in the same `<workload>.<Class>.track_*`
+shape: the compile-only metrics (`compile_metrics.Amd.track_vgprs`, `.Nvidia.`) and
+imported results (`attention.FlydslCI.track_tflops`). `is_own` knows all
+three; any other name is a foreign benchmark (an asv corpus nobody here
+wrote), which is its own workload and is shown exactly as asv named it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,10 @@ LEGACY_METRICS = {"track_tflops": "tflops", "track_gbps": "gbps", "track_rooflin
                   "track_error": "error"}
 """Five-metric results: each sibling method and the case-record field it duplicated."""
 
+OWN_CLASSES = ("Tiny", "Quick", "Full", "Amd", "Nvidia", "FlydslCI")
+"""The classes of flybench's own names: the case suites, the compile-only metrics, imported FlyDSL CI results."""
+_OWN_PATTERN = rf"^[a-z][a-z0-9_]*\.({'|'.join(OWN_CLASSES)})\.track_[a-z0-9_]+$"
+_OWN = re.compile(_OWN_PATTERN)
 _NAME = re.compile(r"^(?P<workload>[a-z][a-z0-9_]*)\.(?P<set>Tiny|Quick|Full)\.(?P<method>track_[a-z]+)$")
 
 
@@ -74,14 +84,26 @@ def parse_series(text: str) -> tuple[str, list[str]]:
     return match[1], values
 
 
+def is_own(benchmark: str) -> bool:
+    """Whether flybench wrote this name (a case suite, a compile metric, an import), not a foreign corpus."""
+    return _OWN.match(benchmark) is not None
+
+
 def workload_of(benchmark: str) -> str:
-    """The workload a benchmark belongs to: its first dotted part (case suites and importers name it so)."""
-    return benchmark.split(".", 1)[0]
+    """The workload a benchmark belongs to: the first dotted part of flybench's own names, else the name itself.
+
+    A foreign corpus's `benchmarks.TimeSuite.time_keys` is not a workload
+    called `benchmarks`: each foreign benchmark stands for itself.
+    """
+    return benchmark.split(".", 1)[0] if is_own(benchmark) else benchmark
 
 
 def sql_case_columns(alias: str) -> str:
-    """DuckDB select-list items: a results row's workload and suite class (the name's first two dotted
-    parts, as case suites and the importers name them) and its case, provider and dtype parameters."""
-    return (f"split_part({alias}.benchmark, '.', 1) AS workload, split_part({alias}.benchmark, '.', 2) AS shape_set, "
+    """DuckDB select-list items: a results row's workload and suite class (as `workload_of` and the name's
+    second part say; NULL for a foreign name), whether flybench wrote the name (`own_name`), and its case,
+    provider and dtype parameters."""
+    own = f"regexp_matches({alias}.benchmark, '{_OWN_PATTERN}')"
+    return (f"CASE WHEN {own} THEN split_part({alias}.benchmark, '.', 1) ELSE {alias}.benchmark END AS workload, "
+            f"CASE WHEN {own} THEN split_part({alias}.benchmark, '.', 2) END AS shape_set, {own} AS own_name, "
             f"{alias}.params->>'case' AS \"case\", {alias}.params->>'provider' AS provider, "
             f"{alias}.params->>'dtype' AS dtype")

@@ -1,9 +1,13 @@
-"""History: one benchmark across commits, a line per provider and machine, with its CI band and detected steps.
+"""History: one case across commits, every machine side by side, with its alert threshold and detected steps.
 
-The commit axis belongs to one subject (repository): each subject gets its own
-chart, so commits of two repositories are never drawn on one axis. Hover shows
-the commit, its date and its message where the subject's checkout is at hand;
-a click on a point opens the commit.
+A case is one benchmark and its parameters but the provider. Each machine
+(named by architecture) gets a small multiple of its own, each provider a
+line in it, imported runs marked and drawn with their own point shape, so a
+case measured on three architectures by two systems never collapses into one
+chart with a long legend. The band around each line is the threshold the
+alerts use; the red rules are the steps `flybench regressions` finds, named by
+the first bad commit. The commit axis belongs to one subject (repository):
+each subject gets its own chart.
 """
 
 from __future__ import annotations
@@ -12,53 +16,67 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, commits, data, filters, frames, ui
-from flybench.benchmark_names import TRACK
+from flybench.benchmark_names import series_name
+from flybench.regress import load_config
 
-# More lines than this are unreadable (and slow to draw): the page asks for narrower filters instead.
-MAX_SERIES = 24
-COLUMNS = ["series", "short", "commit_date", "message", "status", "value", "ci_99_a", "ci_99_b",
+MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
+COLUMNS = ["panel", "series", "short", "commit_date", "run", "message", "status", "value", "ci_99_a", "ci_99_b",
            "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
+STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "what", "bisect"]
 
 
 def main() -> None:
     st.title("History")
     data.require_data()
-    allowed = filters.scope(data.load("facets"))
-    benchmarks = sorted(allowed["benchmark"].unique())
-    benchmark = filters.pick_one("Benchmark", "benchmark", benchmarks,
-                                 default=next((b for b in benchmarks if b.endswith(f".{TRACK}")), None))
-    if benchmark is None:
+    facets, rule = data.facets()
+    allowed = filters.scope(facets)
+    if allowed.empty:
         ui.no_rows("benchmarks")
         return
+    benchmark = filters.pick_one("Benchmark", "benchmark", ranked(allowed, "benchmark"))
     log = st.sidebar.toggle("Logarithmic value axis", key="log", bind="query-params",
                             help="For series whose values differ by orders of magnitude (tiny and large shapes).")
     mine = allowed[allowed["benchmark"] == benchmark]
-    for subject, rows in mine.groupby("subject", sort=True):
-        st.header(f"{benchmark} · {subject}", divider="gray")
-        subject_history(str(subject), benchmark, rows, log)
-
-
-def subject_history(subject: str, benchmark: str, allowed: pd.DataFrame, log: bool) -> None:
-    """The chart, its rows and the detected steps of one subject's series of `benchmark`."""
-    machines = sorted(allowed["machine"].unique())
-    rows = filters.within(data.load("benchmark_history", benchmark=benchmark, machines=machines, subject=subject),
-                          allowed)
-    rows = filters.imported_runs(rows)
-    measured = (rows["status"] != "unavailable").groupby([rows["machine"], rows["env_name"], rows["params"]])
-    rows = rows[measured.transform("any")]  # a series the provider never ran in has nothing to draw
+    rows = filters.within(data.load("benchmark_history", benchmark=benchmark,
+                                    machines=sorted(mine["machine"].unique())), mine)
+    rows = frames.provenance(filters.in_runs(rows, rule))
+    rows = rows[(rows["status"] != "unavailable").groupby([rows["machine"], rows["env_name"], rows["params"]])
+                .transform("any")]  # a series the provider never ran in has nothing to draw
     if rows.empty:
-        st.caption(f"No provider could run {benchmark} on {', '.join(machines)}.")
+        st.caption(f"No provider could run {benchmark} on {', '.join(sorted(mine['machine'].unique()))}.")
         return
-    labels = frames.series_labels(rows)
-    if labels.nunique() > MAX_SERIES:  # cut before preparing: the work per row is what costs
-        st.warning(f"{labels.nunique()} series match; drawing the first {MAX_SERIES}. "
-                   "Narrow the filters in the sidebar to see the others.")
-        rows = rows[labels.isin(labels.drop_duplicates().head(MAX_SERIES))]
+    rows = rows.assign(case_text=rows["params"].map(frames.case_text))
+    case = filters.pick_one("Case", "params", ranked(rows, "case_text"), sidebar=False)
+    for subject, one in rows[rows["case_text"] == case].groupby("subject", sort=True):
+        st.header(" · ".join(p for p in (str(one["workload"].iloc[0]), case, str(subject)) if p), divider="gray")
+        st.caption(f"Benchmark `{series_name(benchmark, [case] if case else [])}`; one panel per machine.")
+        subject_history(str(subject), benchmark, one, log)
+
+
+def ranked(rows: pd.DataFrame, column: str) -> list[str]:
+    """`column`'s values, the one measured on the most architectures and machines first (the default pick)."""
+    counts = rows.groupby(column).agg(archs=("arch", "nunique"), machines=("machine", "nunique"),
+                                      rows=("machine", "size"))
+    return list(counts.sort_values(["archs", "machines", "rows"], ascending=False, kind="stable").index)
+
+
+def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, log: bool) -> None:
+    """The small multiples, their rows and the detected steps of one subject's series of one case."""
     rows = prepare(rows)
+    lines = rows.groupby("panel")["series"].nunique()
+    if lines.max() > MAX_LINES:  # keep each panel readable: its busiest lines, and say so
+        busiest = rows.groupby(["panel", "series"]).size().groupby(level=0, group_keys=False).nlargest(MAX_LINES)
+        rows = rows.set_index(["panel", "series"]).loc[busiest.index].reset_index()
+        st.warning(f"Up to {lines.max()} lines in one panel; drawing the {MAX_LINES} with the most commits. "
+                   "Narrow the filters (provider, imported runs) to see the others.")
     drawn = sorted(rows[["machine", "env_name", "params"]].drop_duplicates().itertuples(index=False, name=None))
-    steps = step_marks(data.load("history_steps", benchmark=benchmark, machines=machines, subject=subject,
-                                 series=drawn), rows)
-    ui.chart(charts.history(rows, steps, rows.attrs["axis"], log), rows, f"history-{subject}", COLUMNS)
+    steps = step_marks(data.load("history_steps", benchmark=benchmark, machines=sorted(rows["machine"].unique()),
+                                 subject=subject, series=drawn), rows, benchmark)
+    bands = frames.threshold_band(rows, load_config(), rows.attrs["factor"])
+    ui.chart(charts.history(rows, bands, steps, rows.attrs["axis"], log), rows, f"history-{subject}", COLUMNS,
+             stretch=False)
+    st.caption("Shaded around each line: the alert threshold, " + (bands["band"].iloc[0] if not bands.empty else "")
+               + " (flybench.toml [regress]); a narrower tint: the 99% interval of each value.")
     ui.provenance_note(rows)
     if (rows["status"] == "failed").any():
         st.caption("✕ on the bottom edge: a commit where the case failed (correctness or a crash); "
@@ -66,30 +84,51 @@ def subject_history(subject: str, benchmark: str, allowed: pd.DataFrame, log: bo
     if steps.empty:
         st.caption("Detected steps: none in these series clears the regression thresholds (flybench.toml [regress]).")
         return
-    st.caption("Detected steps, found by asv's step detection with flybench's noise calibration as "
-               "`flybench regressions` finds them; the red dashed rules mark the first bad commit.")
-    ui.table(steps, f"steps-{subject}", ["what", "last_good", "first_bad"])
+    st.subheader("Detected steps")
+    st.caption("Found by asv's step detection with flybench's noise calibration, as `flybench regressions` finds "
+               "them; the red dashed rules mark the first bad commit. `bisect` finds the commit inside a range.")
+    ui.table(steps, f"steps-{subject}", STEP_COLUMNS, column_config={
+        "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
+        "bisect": st.column_config.TextColumn("bisect command")})
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
-    """Rows ready to draw: provenance, commit message and link, series label, scaled values, texts."""
-    out = commits.annotate(frames.provenance(frames.without_failed_values(rows)), data.load("commit_titles"))
+    """Rows ready to draw: panel and line labels, commit message and link, scaled values, texts."""
+    out = commits.annotate(frames.without_failed_values(rows), data.load("commit_titles"))
+    out["panel"] = frames.panel_labels(out)
     out["series"] = frames.series_labels(out)
+    out["run"] = run_text(out)
     factor, axis = frames.display_scale(out["unit"].iloc[0], out["value"])
     out["y"], out["y_lo"], out["y_hi"] = (out[c] * factor for c in ("value", "ci_99_a", "ci_99_b"))
     out["why"] = ""
     failing = out["status"] != "ok"  # texts only where they differ from the number (hovers format the rest)
     out.loc[failing, "why"] = [frames.reason_text(s, r) for s, r in zip(out.loc[failing, "status"],
                                                                          out.loc[failing, "reason"])]
-    out.attrs["axis"] = axis
+    out.attrs.update(axis=axis if axis != frames.UNKNOWN_UNIT else "value", factor=factor)
     return out
 
 
-def step_marks(steps: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """The detected steps of the drawn series, each with its series label and a sentence for the hover."""
-    labels = rows.drop_duplicates(["machine", "env_name", "params"])[["machine", "env_name", "params", "series"]]
+def run_text(rows: pd.DataFrame) -> pd.Series:
+    """Where a commit's value was measured: 'main', 'PR #785', another branch, or flybench's own run."""
+    pr = rows["pr"] if "pr" in rows else pd.Series(None, index=rows.index)
+    context = rows["run_context"] if "run_context" in rows else pd.Series(None, index=rows.index)
+    return pd.Series([f"PR #{int(p)}" if c == "pr" and pd.notna(p) else (c if isinstance(c, str) else "flybench run")
+                      for c, p in zip(context, pr)], index=rows.index, dtype=object)
+
+
+def step_marks(steps: pd.DataFrame, rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
+    """The detected steps of the drawn series: their panel, line, commit message, run and bisect command."""
+    labels = rows.drop_duplicates(["machine", "env_name", "params"])[["machine", "env_name", "params", "panel",
+                                                                        "series"]]
     marked = steps.merge(labels, on=["machine", "env_name", "params"])
+    about = rows.drop_duplicates("commit_hash").set_index("commit_hash")
+    marked["message"] = marked["first_bad"].map(about["message"]).fillna("")
+    marked["run"] = marked["first_bad"].map(about["run"]).fillna("")
+    marked["tag"] = [f"{c[:8]} {m}".strip()[:48] for c, m in zip(marked["first_bad"], marked["message"])]
     marked["what"] = [f"{s}: {frames.step_text(r)}" for s, r in zip(marked["series"], marked.itertuples())]
+    marked["bisect"] = [f"flybench bisect '{series_name(benchmark, list(frames.params_dict(p).values()))}' "
+                        f"{g[:8]} {b[:8]}" for p, g, b in zip(marked["params"], marked["last_good"],
+                                                               marked["first_bad"])]
     return marked
 
 

@@ -18,6 +18,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, filters, frames, ui
+from flybench.benchmark_names import parse
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress import load_config
 
@@ -25,16 +26,14 @@ SPEEDUP_COLUMNS = ["section", "arch", "machine", "label", "provider", "baseline"
                    "value_base", "roofline_fraction", "roofline_fraction_base", "commit_hash", "provenance"]
 LATEST_COLUMNS = ["section", "arch", "machine", "label", "provider", "status", "shown", "roofline_fraction", "tflops", "gbps",
                   "why", "commit_hash", "commit_date", "provenance"]
-SPEEDUP_SCALE = alt.Scale(type="log", scheme="redblue", domainMid=1, domain=[0.5, 2], clamp=True)
+SPEEDUP_SCALE = alt.Scale(type="log", scheme="redblue", domainMid=1, domain=[0.1, 10], clamp=True)
 SPEEDUP_TOOLTIP = ["section:N", "label:N", "provider:N", "baseline:N", alt.Tooltip("speedup:Q", format=".3f"),
                    alt.Tooltip("why:N", title="failed because"),
                    alt.Tooltip("roofline_fraction:Q", format=".1%", title="provider's roofline"),
                    alt.Tooltip("roofline_fraction_base:Q", format=".1%", title="baseline's roofline"), "provenance:N"]
-SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}
-"""How a section names an importer's `source`."""
-RATIO = ("gfx950", "gfx942")
-"""The architectures an imported case is compared between: head / base, above 1 = head faster."""
-RUN_NAMES = {"main": "main pushes", "pr": "pull-request runs", "branch": "runs of other branches"}
+SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}  # how a section names an importer's `source`
+RATIO = ("gfx950", "gfx942")  # an imported case's architectures: head / base, above 1 = head faster
+FOREIGN_COLUMNS = ["label", "machine", "shown", "unit", "status", "why", "commit_hash", "commit_date", "provenance"]
 
 
 def main() -> None:
@@ -42,17 +41,23 @@ def main() -> None:
     st.caption("The newest result of every case on every machine. Speedup = baseline time / provider time "
                "(above 1: faster). A case that failed its correctness check shows as failed, never as a speed.")
     data.require_data()
-    facets = frames.provenance(data.load("facets"))
-    allowed = filters.scope(facets[frames.imported(facets) | (facets["unit"] == "seconds")])
-    latest = frames.provenance(filters.within(data.load("latest_cases"), allowed))
-    own, imported = latest[~frames.imported(latest)], allowed[frames.imported(allowed)]
-    if own.empty and imported.empty:
+    facets, rule = data.facets()
+    suites = facets["benchmark"].map(lambda b: parse(b) is not None)
+    allowed = filters.scope(facets[frames.imported(facets) | (suites & (facets["unit"] == "seconds"))
+                                   | ~facets["own_name"]])
+    own_cases = allowed[~frames.imported(allowed) & allowed["own_name"]]
+    latest = frames.provenance(filters.within(data.load("latest_cases"), own_cases))
+    own = latest[~frames.imported(latest) & latest["own_name"]]
+    imported, foreign = allowed[frames.imported(allowed)], allowed[~allowed["own_name"]]
+    if own.empty and imported.empty and foreign.empty:
         ui.no_rows("timed cases")
         return
     if not own.empty:
         own_results(own)
+    if not foreign.empty:
+        foreign_results(foreign)
     if not imported.empty:
-        imported_results(imported)
+        imported_results(imported, rule)
 
 
 def own_results(latest: pd.DataFrame) -> None:
@@ -85,6 +90,8 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
     st.warning(f"No FlyDSL results exist yet on {machines}: nothing there measures FlyDSL. "
                "Shown instead: each provider's speed relative to a reference provider.")
     providers = sorted(rows.loc[rows["status"] != "unavailable", "provider"].dropna().unique())
+    if not providers:
+        return
     reference = filters.pick_one("Reference provider", "reference", providers, default="torch", sidebar=False)
     shown = pairs[pairs["section"].isin(set(rows["section"])) & (pairs["baseline"] == reference)]
     if shown.empty:
@@ -120,12 +127,11 @@ def latest_results(latest: pd.DataFrame) -> None:
     ui.provenance_note(measured)
 
 
-def imported_results(allowed: pd.DataFrame) -> None:
+def imported_results(allowed: pd.DataFrame, rule: set[str] | None) -> None:
     """Results another system measured, a section per source: kept out of flybench's speedups above."""
-    units = sorted(allowed["unit"].dropna().unique())
-    rows = pd.concat([data.load("latest_cases", unit=unit) for unit in units], ignore_index=True)
+    rows = data.load("latest_cases", unit=None, benchmarks=sorted(allowed["benchmark"].unique()))
     rows = frames.provenance(filters.within(rows, allowed))
-    rows = filters.imported_runs(rows[frames.imported(rows)])  # the same main / PR choice as History's
+    rows = filters.in_runs(rows[frames.imported(rows)], rule)  # every page's main / PR rule
     if rows.empty:
         ui.no_rows("imported results of these runs")
     for source, group in rows.groupby("provenance", sort=True):
@@ -139,7 +145,7 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
     wide["ratio"] = frames.arch_ratio(wide, head, base, load_config())
     wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
     archs = sorted(newest["arch"].dropna().unique())
-    runs = ", ".join(RUN_NAMES.get(c, c) for c in sorted(set(newest["run_context"].dropna())))
+    runs = ", ".join(filters.RUN_NAMES.get(c, c) for c in sorted(set(newest["run_context"].dropna())))
     st.header(f"Imported from {SOURCE_NAMES.get(source, source)} (not measured by flybench)", divider="gray")
     st.caption(f"The newest value of every case {source} measured on {', '.join(archs)} ({runs}), on its own "
                f"runners ({', '.join(sorted(newest['machine'].unique()))}) with its own method: one value per CI job, "
@@ -148,6 +154,7 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
                "times inverted; above 1: faster. Each side is its architecture's newest run, "
                "which may be of another commit (see the hover).")
     arch_ratios(wide, head, base, source)
+    wide["unit"] = wide["unit"].map(frames.unit_label)
     ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio"], column_config={
         "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×")})
     ui.provenance_note(newest)
@@ -168,6 +175,18 @@ def arch_ratios(wide: pd.DataFrame, head: str, base: str, source: str) -> None:
     ui.chart(figure, wide[both], f"imported-ratio-{source}", ["workload", "label", "unit", head, base, "ratio", "shown",
                                                               f"{head} commit_hash", f"{base} commit_hash"],
              stretch=False)
+
+
+def foreign_results(allowed: pd.DataFrame) -> None:
+    """Benchmarks of suites flybench did not write, named exactly as asv names them, in whatever unit they have."""
+    rows = data.load("latest_cases", unit=None, benchmarks=sorted(allowed["benchmark"].unique()))
+    newest = frames.newest_foreign(filters.within(rows, allowed))
+    st.header("Other benchmarks", divider="gray")
+    st.caption("Benchmarks outside flybench's case suites, named as their asv suite names them: the newest value "
+               "of each series, in the unit its benchmark definition gives.")
+    ui.table(newest, "foreign", FOREIGN_COLUMNS, column_config={"shown": "newest value",
+                                                               "commit_hash": "commit", "commit_date": "date"})
+    ui.provenance_note(newest)
 
 
 main()

@@ -27,6 +27,8 @@ _RESULTS = """
 _SERIES_ORDER = "r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash"
 _RESULTS_JOIN = "results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
 _HEADS_JOIN = "series_heads r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"
+
+
 def _where(**columns: str | None) -> tuple[str, list[str]]:
     """`r.col = ?` for each column given (None: any), so DuckDB can skip row groups by their min and max."""
     given = {name: value for name, value in columns.items() if value is not None}
@@ -45,10 +47,30 @@ def benchmarks(db_path: str | Path = DEFAULT_DB, subject: str | None = None) -> 
 
 
 def commits(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None) -> pd.DataFrame:
-    """Commits with results (on `machine`, if given), oldest first."""
+    """Commits with results (on `machine`, if given), oldest first, with the imported run contexts
+    (`run_contexts`: main, pr, branch; empty for flybench's own rows) that measured each."""
     return _query(db_path, f"""
-        SELECT DISTINCT subject, commit_hash AS hash, commit_date AS date, branch FROM ({_RESULTS})
+        SELECT subject, commit_hash AS hash, any_value(commit_date) AS date, any_value(branch) AS branch,
+               coalesce(list(DISTINCT run_context ORDER BY run_context) FILTER (WHERE run_context IS NOT NULL),
+                        []::VARCHAR[]) AS run_contexts
+        FROM ({_RESULTS}) GROUP BY subject, commit_hash
         ORDER BY date NULLS LAST, hash""", [machine, machine, subject, subject])
+
+
+def shared_cases(db_path: str | Path, machine: str, head: str, subject: str | None = None) -> pd.DataFrame:
+    """Per other commit on `machine`: how many of `head`'s measured (ok) series it measured too.
+
+    What a sensible default base for a comparison needs: a commit that shares
+    cases with the head, rather than merely the one before it.
+    """
+    where, args = _where(machine=machine, subject=subject)
+    return _query(db_path, f"""
+        WITH head AS (SELECT env_name, benchmark, params::VARCHAR AS p FROM results r
+                      WHERE {where} AND r.commit_hash = ? AND r.status = 'ok')
+        SELECT r.commit_hash, count(*) AS shared FROM results r
+        JOIN head h ON h.env_name = r.env_name AND h.benchmark = r.benchmark AND h.p = r.params::VARCHAR
+        WHERE {where} AND r.commit_hash <> ? AND r.status = 'ok'
+        GROUP BY r.commit_hash""", [*args, head, *args, head])
 
 
 def latest_results(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
@@ -172,29 +194,36 @@ def result_facets(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
 
     With the machine's architecture, the benchmark's unit and the number of
     commits measured, so a page can fill its selectors without loading rows;
-    `source` (who measured) lets a page keep imported rows apart from flybench's own.
+    `source` (who measured) lets a page keep imported rows apart from flybench's own,
+    `run_context` (main, pr, branch) lets every page apply the same rule to imported runs,
+    and `workload`/`own_name` keep foreign benchmark names as they are (see benchmark_names).
     """
     return _query(db_path, f"""
-        SELECT r.subject, r.machine, m.arch, r.benchmark, {_CASE_COLUMNS}, r.source, any_value(r.unit) AS unit,
+        SELECT r.subject, r.machine, m.arch, r.benchmark, {_CASE_COLUMNS}, r.source, r.run_context,
+               any_value(r.unit) AS unit,
                count(DISTINCT r.commit_hash) AS commits, count(*) FILTER (WHERE r.status = 'ok') AS ok_rows
         FROM results r LEFT JOIN machines m ON m.name = r.machine
         GROUP BY ALL ORDER BY ALL""")
 
 
 def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None,
-                 unit: str = "seconds") -> pd.DataFrame:
-    """Per series of `unit` (a time by default), the newest commit's row, with the case's derived metrics.
+                 unit: str | None = "seconds", benchmarks: list[str] | None = None) -> pd.DataFrame:
+    """Per series of `unit` (a time by default; None: any unit, a missing one included) and of `benchmarks`
+    (None: all), the newest commit's row, with the case's derived metrics.
 
     TFLOP/s, GB/s and the roofline fraction are columns of the case's one
     row (the store derives them from the time and the case record's counts).
-    The rows come from series_heads, without the columns no page draws.
+    The rows come from series_heads, without the columns no page draws;
+    `source_op` is an imported row's own op name (FlyDSL's `flash_attn`).
     """
     where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
-        SELECT r.* EXCLUDE ({_UNDRAWN}), c.date AS commit_date, c.branch, m.arch, {_CASE_COLUMNS}
+        SELECT r.* EXCLUDE ({_UNDRAWN}), r.source_record->>'op' AS source_op, c.date AS commit_date, c.branch,
+               m.arch, {_CASE_COLUMNS}
         FROM {_HEADS_JOIN} LEFT JOIN machines m ON m.name = r.machine
-        WHERE r.unit = ? AND {where}
-        ORDER BY r.subject, r.machine, r.benchmark, r.params""", [unit, *args])
+        WHERE (?::VARCHAR IS NULL OR r.unit = ?) AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], r.benchmark))
+          AND {where}
+        ORDER BY r.subject, r.machine, r.benchmark, r.params""", [unit, unit, benchmarks, benchmarks, *args])
 
 
 def benchmark_history(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
@@ -240,10 +269,25 @@ def resource_history(db_path: str | Path = DEFAULT_DB, units: list[str] | None =
 
 
 def table_counts(db_path: str | Path = DEFAULT_DB) -> dict[str, int]:
-    """Rows per table that the dashboard draws from; all zero means nothing was ingested yet."""
+    """Rows per table that the dashboard draws from; all zero means nothing was ingested yet.
+
+    A DuckDB file with no tables at all (created, never ingested into) counts
+    as empty too, rather than as a store of an old schema that needs migrating.
+    """
+    if Path(db_path).is_file() and _no_tables(Path(db_path)):
+        return dict.fromkeys(("machines", "commits", "results", "compile_metrics"), 0)
     with connect(db_path, read_only=True) as conn:
         return {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0])
                 for t in ("machines", "commits", "results", "compile_metrics")}
+
+
+def _no_tables(path: Path) -> bool:
+    """A DuckDB file without a single table; anything unreadable is left to `connect` to explain."""
+    try:
+        with duckdb.connect(str(path), read_only=True) as bare:
+            return not bare.execute("SELECT count(*) FROM duckdb_tables()").fetchone()[0]
+    except duckdb.Error:
+        return False
 
 
 # Imported results (flybench.importers). Rows of `results` carry `source` ('flybench' for flybench's own
