@@ -15,10 +15,13 @@ times the eager DLPack route):
 
 - `torch`: the plan launched from torch (the floor: the bridge study's `launch`);
 - `jit`: the jitted JAX function of the same launches on JAX's own arrays;
-- `jit+ops`: the same with an elementwise op before (q * 1) and after (out * 1)
+- `jit+ops`: the same with an elementwise op before (q * 2) and after (out * 2)
   the custom calls, which XLA cannot fuse into the call: the compiled HLO's
   fusions and custom calls are counted, and the extra time is set against
-  the two ops jitted alone.
+  the two ops jitted alone;
+- `jit x10` and `torch x10`: the plan ten times in one jitted function (each
+  output the next call's queries) and ten launches from torch, so the
+  per-plan figure leaves out the one dispatch of a jitted call.
 
 `latency` is one call and a wait for its outputs; `per_call_in_burst` is a
 burst of calls with one wait at the end. Outputs are checked against the
@@ -44,19 +47,33 @@ CASES = (("diffusion_attention", "llama3-8b-b8-ctx4k-d32-p64-bidir", "bf16"),
          ("diffusion_attention", "dream7b-b1-ctx32k-d32-p16-bidir", "bf16"),
          ("diffusion_attention", "llada8b-b8-ctx4k-d32-p16-bidir", "bf16"))
 ROUNDS, BURST = 30, 50
+CHAIN = 10
 
 
-def jax_function(plan: Any, inputs: dict[str, Any], around: bool = False) -> Callable[..., Any]:
-    """The plan's launches as one jitted function of the inputs (by name), each launch a `triton_call`."""
+def jax_function(plan: Any, inputs: dict[str, Any], around: bool = False, chain: int = 1) -> Callable[..., Any]:
+    """The plan's launches as one jitted function of the inputs (by name), each launch a `triton_call`.
+
+    `around` adds an elementwise op before and after; `chain` runs the plan
+    that many times in the one function, each call's output the next one's
+    queries (the same shape), so the calls cannot be merged and one dispatch
+    covers them all.
+    """
     import jax
     import jax_triton as jt
 
     final = {id(plan.out): "out", id(plan.lse): "lse"}
 
     def run(arrays: dict[str, Any]) -> dict[str, Any]:
+        q = arrays["q"]
+        for _ in range(chain):
+            result = once({**arrays, "q": q})
+            q = result["out"]
+        return result
+
+    def once(arrays: dict[str, Any]) -> dict[str, Any]:
         values: dict[int, Any] = {id(inputs[n]): a for n, a in arrays.items()}
         if around:
-            values[id(inputs["q"])] = arrays["q"] * 1
+            values[id(inputs["q"])] = arrays["q"] * 2
         for launch in plan.launches:
             operands, outputs = {}, []
             for name, arg in launch.args.items():
@@ -78,7 +95,7 @@ def jax_function(plan: Any, inputs: dict[str, Any], around: bool = False) -> Cal
                     values[id(tensor._base)] = value.reshape(tensor._base.shape)
         result = {final[k]: v for k, v in values.items() if k in final}
         if around:
-            result["out"] = result["out"] * 1
+            result["out"] = result["out"] * 2
         return result
 
     return jax.jit(run)
@@ -141,7 +158,8 @@ def measure(workload_name: str, case_name: str, dtype: str) -> dict[str, Any]:
     plan = cases.build(case, dtype, inputs, device.arch, units)
     arrays = {k: jnp.copy(jax.dlpack.from_dlpack(v)) for k, v in inputs.items()}  # JAX's own buffers
     jitted, around = jax_function(plan, inputs), jax_function(plan, inputs, around=True)
-    ops_only = jax.jit(lambda a: {"q": a["q"] * 1, "out": a["q"] * 1})
+    chained = jax_function(plan, inputs, chain=CHAIN)
+    ops_only = jax.jit(lambda a: {"q": a["q"] * 2, "out": a["q"] * 2})
 
     reference = workload.reference(case, inputs)
     direct = {k: v.clone() for k, v in plan().items()}
@@ -159,6 +177,8 @@ def measure(workload_name: str, case_name: str, dtype: str) -> dict[str, Any]:
         "jit": (lambda: jitted(arrays), jax.block_until_ready),
         "jit+ops": (lambda: around(arrays), jax.block_until_ready),
         "ops alone": (lambda: ops_only(arrays), jax.block_until_ready),
+        f"jit x{CHAIN}": (lambda: chained(arrays), jax.block_until_ready),
+        f"torch x{CHAIN}": (lambda: [plan() for _ in range(CHAIN)][-1], torch_wait),
     })
     return {"workload": workload_name, "case": case_name, "dtype": dtype, "launches": [l.name for l in plan.launches],
             "gate": {"passed": verdict.passed, "errors": verdict.errors, "reason": verdict.reason},
@@ -166,7 +186,24 @@ def measure(workload_name: str, case_name: str, dtype: str) -> dict[str, Any]:
             "hlo": {"jit": hlo_counts(jitted, arrays), "jit+ops": hlo_counts(around, arrays)},
             "in_jit_cost_latency_us": times["jit"]["latency_us"] - times["torch"]["latency_us"],
             "in_jit_cost_per_call_us": times["jit"]["per_call_in_burst_us"] - times["torch"]["per_call_in_burst_us"],
-            "ops_extra_per_call_us": times["jit+ops"]["per_call_in_burst_us"] - times["jit"]["per_call_in_burst_us"]}
+            "ops_extra_per_call_us": times["jit+ops"]["per_call_in_burst_us"] - times["jit"]["per_call_in_burst_us"],
+            "per_plan_in_chain_us": {"jit": times[f"jit x{CHAIN}"]["per_call_in_burst_us"] / CHAIN,
+                                     "torch": times[f"torch x{CHAIN}"]["per_call_in_burst_us"] / CHAIN}}
+
+
+def _triton_37_constants() -> None:
+    """jax-triton 0.4.1 asks for triton >= 3.7 and imports two TMA constants of its NVIDIA driver.
+
+    Where they are missing (triton 3.6), it silently stubs out the whole
+    NVIDIA backend. These kernels use no TMA descriptors, so the constants,
+    set to triton 3.7's values only where absent, change nothing they run.
+    """
+    import triton.backends.nvidia.driver as driver
+
+    if not hasattr(driver, "TMA_TF32"):
+        driver.TMA_TF32 = 11
+    if not hasattr(driver, "TMA_DTYPE_DEVICE_TO_HOST"):
+        driver.TMA_DTYPE_DEVICE_TO_HOST = {**{i: i for i in range(16)}, 8: 10, 9: 8, 10: 9}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() or jax.default_backend() == "cpu":
         print("needs a GPU that both torch and JAX see", file=sys.stderr)
         return 2
+    _triton_37_constants()
     import jax_triton
     import triton
 
