@@ -30,6 +30,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from asv import util
+from asv.benchmarks import Benchmarks
 from asv.results import Results
 
 from flybench.errors import FlybenchError
@@ -53,40 +54,50 @@ class BenchmarkDef:
 
 
 def load_benchmarks(path: Path) -> dict[str, BenchmarkDef]:
-    """benchmarks.json; without it the results' params and units cannot be named."""
-    if not path.is_file():
-        raise FlybenchError(f"{path} is missing: run `asv run` (it writes benchmarks.json) before ingesting")
+    """benchmarks.json: the names of the results' positional params, and their units.
+
+    The entries of format 1 (asv before 0.5) hold the same fields as format
+    2's, so both are read as they are; `asv update` would only regenerate
+    the file by running the suite.
+    """
     try:
-        data = util.load_json(str(path), api_version=2)
+        data = util.load_json(str(path))
+        version = data.pop("version", None) if type(data) is dict else None
+        if version not in (1, Benchmarks.api_version):
+            if type(version) is int and version > Benchmarks.api_version:
+                raise util.UserError(f"format version {version} is newer than this asv understands: upgrade asv")
+            raise util.UserError("not an asv benchmarks.json (an object of benchmarks with a format 'version')")
         return {
             name: BenchmarkDef(
                 name, list(entry.get("param_names") or []), list(entry.get("params") or []),
                 entry.get("unit"), entry.get("type"), entry.get("version"),
             )
             for name, entry in data.items()
-            if name != "version"
         }
     except BAD_FILE as exc:
         raise FlybenchError(f"{path}: {exc}") from exc
 
 
 def machine_row(path: Path) -> dict[str, Any]:
-    """machine.json as a machines row; the accelerator is the name's last dash-separated part.
+    """machine.json as a machines row: asv's fields, and the accelerator flybench's own entries name.
 
-    asv's machine.json has no GPU field, so flybench names machines
-    `<host>-<accelerator>` (see flybench.hardware.machine_name).
+    asv's machine.json has no GPU field, so `flybench run` writes
+    `...; accelerator: <name> <arch> <driver>; ...` into its `cpu` field
+    (`accelerator: none` on a CPU). Nothing is read from the machine's
+    name, which is whatever its owner chose (`ubuntu-22.04`, say).
     """
     data = util.load_json(str(path), api_version=1)
     name = data["machine"]
     if not isinstance(name, str) or not name:
         raise ValueError("'machine' must be a non-empty string")
-    host, _, accelerator = name.rpartition("-")
-    if not host:
-        host, accelerator = name, ""
+    cpu = _text(data.get("cpu"))
+    accelerator = next((part.strip()[len("accelerator:"):].strip() for part in (cpu or "").split(";")
+                        if part.strip().startswith("accelerator:")), None) or None
+    arch = "cpu" if accelerator == "none" else next(
+        (word for word in (accelerator or "").split() if _ARCH.match(word)), None)
     return {
-        "name": name, "host": host, "accelerator": accelerator or None,
-        "arch": accelerator if _ARCH.match(accelerator) else None,
-        "os": data.get("os"), "cpu_arch": data.get("arch"), "cpu": data.get("cpu"),
+        "name": name, "host": name, "accelerator": accelerator, "arch": arch,
+        "os": _text(data.get("os")), "cpu_arch": _text(data.get("arch")), "cpu": cpu,
         "num_cpu": _text(data.get("num_cpu")), "ram": _text(data.get("ram")),
         "machine_json": json.dumps(data, sort_keys=True),
     }
@@ -136,13 +147,13 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
     fingerprint): they are parsed instead of reading the file again.
     """
     data, by_orjson = _load_results_json(path, content)
-    check_results(data)
     try:
         try:
             return _read_direct(data, machine, benchmarks, big_floats_not_plain=by_orjson)
         except _BigFloat:  # maybe an integer beyond 64 bits in the file: read it as `json` does, and again
             return _read_direct(_load_results_json(path, content, orjson_first=False)[0], machine, benchmarks)
     except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
+        check_results(data)  # the shapes the direct reader refuses that asv's loader would misread
         return _read_with_asv(path, machine, benchmarks)
 
 
@@ -154,21 +165,19 @@ def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = T
     so an old tree is read as it is, and never rewritten. Anything that is
     not a results file at all gets a message saying what it is instead.
     """
-    if content is None:
-        content = path.read_bytes()
-    try:
-        return _load_json(path, Results.api_version, content, big_integers_as_floats=orjson_first)
-    except (util.UserError, ValueError):  # asv's words, or a UnicodeDecodeError, say less than this
-        data = _plain_json(path, content)
-        if type(data) is not dict or type(data.get("version")) is not int:
-            what = type(data).__name__ if type(data) is not dict else f"an object of keys {sorted(data)[:5]}"
-            raise ValueError(f"not an asv results file: it holds {what}, and asv writes an object with its "
-                             "format 'version' and 'results'") from None
-        if data["version"] >= Results.api_version:
-            raise  # newer than this asv: asv's own advice (upgrade asv)
-        for version in range(data["version"] + 1, Results.api_version + 1):
-            data = getattr(Results, f"update_to_{version}", lambda d: d)(data)
-        return data, False
+    data, by_orjson = _parse(path, content, orjson_first)
+    if type(data) is dict and type(data.get("version")) is int and data["version"] <= Results.api_version:
+        version = data.pop("version")
+        for step in range(version + 1, Results.api_version + 1):
+            data = getattr(Results, f"update_to_{step}", lambda d: d)(data)
+        return data, by_orjson
+    if data is None:
+        _plain_json(path, content if content is not None else path.read_bytes())  # raises: why it is not JSON
+    if type(data) is not dict or type(data.get("version")) is not int:
+        what = type(data).__name__ if type(data) is not dict else f"an object of keys {sorted(data)[:5]}"
+        raise ValueError(f"not an asv results file: it holds {what}, and asv writes an object with its "
+                         "format 'version' and 'results'")
+    return util.load_json(str(path), Results.api_version), False  # newer than this asv: asv's own advice
 
 
 def _plain_json(path: Path, content: bytes) -> Any:
@@ -254,17 +263,17 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
     for name in sorted(results.get_all_result_keys()):
         raw_params = results.get_result_params(name)
         combos = list(itertools.product(*raw_params))
-        names = _param_names(benchmarks.get(name), len(raw_params))
+        definition = definition_of(benchmarks, name, len(raw_params))
+        names = _param_names(definition, len(raw_params))
         values = results.get_result_value(name, raw_params)
         stats = results.get_result_stats(name, raw_params)
         samples = results.get_result_samples(name, raw_params)
-        definition = benchmarks.get(name)
         for combo, value, stat, sample in zip(combos, values, stats, samples):
             stat = stat or {}
             rows.append({
                 "benchmark": name,
                 "params": params_json(dict(zip(names, (_literal(p) for p in combo)))),
-                "unit": definition.unit if definition else None,
+                "unit": (definition.unit if definition else None) or _unit_of(name),
                 "value": _number(value) if value is None or not math.isinf(value) else None,
                 "status": _asv_status(value),
                 "reason": non_finite_reason(value) if value is not None and math.isinf(value) else None,
@@ -305,24 +314,26 @@ def _load_json(path: Path, api_version: int, content: bytes | None,
     With `big_integers_as_floats`, the file is not searched for such
     integers first: the caller checks the floats it uses instead.
     """
-    if content is None:
-        content = path.read_bytes()
-    data, by_orjson = None, False
-    if big_integers_as_floats or not _may_hold_a_big_integer(content):
-        try:
-            data, by_orjson = orjson.loads(content), True
-        except orjson.JSONDecodeError:
-            pass
-    if data is None:
-        by_orjson = False
-        try:
-            data = json.loads(content.decode("utf-8"))
-        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError)
-            data = None
+    data, by_orjson = _parse(path, content, big_integers_as_floats)
     if type(data) is dict and "version" in data and data["version"] == api_version:
         del data["version"]
         return data, by_orjson
     return util.load_json(str(path), api_version), False  # asv's parse error or version check, in asv's words
+
+
+def _parse(path: Path, content: bytes | None, big_integers_as_floats: bool) -> tuple[Any, bool]:
+    """The file's JSON (None if it is not JSON), and whether orjson parsed it (see `_load_json`)."""
+    if content is None:
+        content = path.read_bytes()
+    if big_integers_as_floats or not _may_hold_a_big_integer(content):
+        try:
+            return orjson.loads(content), True
+        except orjson.JSONDecodeError:
+            pass
+    try:
+        return json.loads(content.decode("utf-8")), False
+    except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError)
+        return None, False
 
 
 _BIG = 2.0**63  # orjson reads an integer beyond 64 bits as a float at least this large
@@ -410,17 +421,17 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
     names, counts, units, started, durations_col, versions = [], [], [], [], [], []
     for name in sorted(results):
         entry = results[name]
-        if type(entry) is not list:
+        if type(entry) is not list or len(entry) > len(columns):
             raise _NotPlain
         width = len(entry)
-        definition = benchmarks.get(name)
         raw_params = entry[i_params] if i_params < width else None
+        definition = definition_of(benchmarks, name, len(raw_params) if type(raw_params) is list else 0)
         known = _PARAMS.get(name)  # `_params_texts`, its usual answer without the call
         if known is not None and known[0] is definition and known[1] == raw_params:
             texts = known[2]
         else:
             texts = _params_texts(name, definition, raw_params)
-        unit = definition.unit if definition else None
+        unit = (definition.unit if definition else None) or _unit_of(name)
         version = entry[i_version] if i_version < width else None
         duration = entry[i_duration] if i_duration < width else durations.get(name)
         if not (_is_text(unit) and _is_text(version) and (duration is None or type(duration) in (int, float))):
@@ -509,9 +520,9 @@ def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -
     if not all(type(n) is str for n in param_names):
         raise _NotPlain
     combos = list(itertools.product(*raw_params))
-    if len(set(combos)) != len(combos):
-        raise _NotPlain  # asv's loader keeps one value for a repeated combination
     texts = [params_json(dict(zip(param_names, (_literal(p) for p in combo)))) for combo in combos]
+    if len(set(texts)) != len(texts):
+        raise _NotPlain  # a combination twice, maybe as two reprs of one value: `check_results` says which
     _PARAMS[name] = (definition, raw_params, texts)
     return texts
 
@@ -612,6 +623,44 @@ def _is_text(value: Any) -> bool:
 def params_json(params: dict[str, Any]) -> str:
     """The canonical text of a parameter combination: keys in benchmark order, stable across runs."""
     return json.dumps(params, default=str)
+
+
+def definition_of(benchmarks: dict[str, BenchmarkDef], name: str, count: int) -> BenchmarkDef | None:
+    """The definition that names a benchmark's `count` parameters and its unit.
+
+    benchmarks.json holds only the benchmarks of the suite's last run. A
+    benchmark that has left it (retired, renamed) is named after a method
+    of its class that is still defined with as many parameters, as asv
+    gives every method of a class the class's `params` and `param_names`;
+    its unit then follows from its name's prefix (`_unit_of`). None when
+    nothing says more: the parameters are then `p0`, `p1`, ...
+    """
+    definition = benchmarks.get(name)
+    if definition is not None:
+        return definition
+    cached = _DERIVED.get((name, count))
+    if cached is not None and benchmarks.get(cached[0].name) is cached[0]:
+        return cached[1]
+    owner = name.rpartition(".")[0]
+    sibling = next((b for b in benchmarks.values() if b.name.rpartition(".")[0] == owner and b.param_names
+                    and len(b.param_names) == count), None) if owner and count else None
+    if sibling is None:
+        return None
+    derived = BenchmarkDef(name, sibling.param_names, sibling.params, _unit_of(name), None, None)
+    _DERIVED[name, count] = (sibling, derived)
+    return derived
+
+
+_DERIVED: dict[tuple[str, int], tuple[BenchmarkDef, BenchmarkDef]] = {}
+"""Per retired benchmark and parameter count: the sibling it was named after, and the definition made."""
+
+_UNITS = (("time_", "seconds"), ("timeraw_", "seconds"), ("mem_", "bytes"), ("peakmem_", "bytes"))
+
+
+def _unit_of(name: str) -> str:
+    """The unit asv gives a benchmark of this name without a definition: by its prefix, else "unknown"."""
+    method = name.rpartition(".")[2]
+    return next((unit for prefix, unit in _UNITS if method.startswith(prefix)), "unknown")
 
 
 def _param_names(definition: BenchmarkDef | None, count: int) -> list[str]:

@@ -112,16 +112,43 @@ def ingest(
         raise FlybenchError(f"{root} is not a directory of asv results (asv's results_dir)")
     subject = _subject(root, subject, Path(config) if config else None)
     benchmarks_path = root / "benchmarks.json"
-    benchmarks = load_benchmarks(benchmarks_path)
     report = IngestReport(str(db_path), subject)
+    benchmarks = load_benchmarks(benchmarks_path) if benchmarks_path.is_file() else {}
+    if not benchmarks_path.is_file():
+        report.warnings.append(f"no {benchmarks_path} (asv writes it with each run): parameters are named "
+                               "after definitions stored before, else p0, p1, ...; units follow the names")
     machine_dirs = sorted(p for p in root.iterdir() if p.is_dir())
-    readers = _Readers(benchmarks, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
+    # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
+    known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
+    readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
     try:
         with connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
     finally:
         readers.close()
     return report
+
+
+def _stored_definitions(db_path: Path, subject: str) -> dict[str, BenchmarkDef]:
+    """The subject's benchmark definitions already in the store, read before any worker is forked.
+
+    Empty when there is no readable store yet: opening it for writing then says what is wrong.
+    """
+    if not db_path.is_file():
+        return {}
+    try:
+        conn = duckdb.connect(str(db_path), read_only=True)
+    except duckdb.Error:
+        return {}
+    try:
+        rows = conn.execute("SELECT name, param_names, params, unit, type, version FROM benchmarks WHERE subject = ?",
+                            [subject]).fetchall()
+    except duckdb.Error:
+        return {}
+    finally:
+        conn.close()
+    return {name: BenchmarkDef(name, list(names or []), json.loads(params) if params else [], unit, kind, version)
+            for name, names, params, unit, kind, version in rows}
 
 
 def _changed_since_last_ingest(db_path: Path, benchmarks_path: Path, machine_dirs: list[Path]) -> int:
@@ -134,7 +161,7 @@ def _changed_since_last_ingest(db_path: Path, benchmarks_path: Path, machine_dir
     if not db_path.is_file():
         return len(results)
     since = db_path.stat().st_mtime_ns
-    if benchmarks_path.stat().st_mtime_ns >= since:
+    if benchmarks_path.is_file() and benchmarks_path.stat().st_mtime_ns >= since:
         return len(results)  # a new benchmarks.json: every file is read again
     newer = [p for p in results if p.stat().st_mtime_ns >= since]
     sidecars = [p for d in machine_dirs for p in d.glob("*.cases.jsonl") if p.stat().st_mtime_ns >= since]
@@ -176,7 +203,10 @@ def _ingest_files(
     reread_all = not tracker.is_unchanged(benchmarks_path, "benchmarks")
     if reread_all:
         with _transaction(conn):
-            _store_benchmarks(conn, tracker, subject, benchmarks, benchmarks_path)
+            if benchmarks_path.is_file():
+                _store_benchmarks(conn, tracker, subject, benchmarks, benchmarks_path)
+            else:  # gone: read again once, named as it now allows; its definitions stay
+                tracker.forget(tracker.relpath(benchmarks_path))
     seen = {tracker.relpath(benchmarks_path)}
     # First what to read, for the whole tree, so that the files are read ahead of the one being stored
     # across machines too; then each machine's files are stored in the order they are listed.
@@ -189,12 +219,14 @@ def _ingest_files(
             machines.append(_plan_machine(tracker, report, machine_dir, files, reread_all))
     outcomes = readers.read([task for plan in machines if not isinstance(plan, FileError) for task in plan[1]])
     batch = _Batch(conn, tracker, report, branch)
+    stored = {row[0]: dict(zip(_MACHINE_COLUMNS, row)) for row in conn.execute(
+        f"SELECT {', '.join(_MACHINE_COLUMNS)} FROM machines").fetchall()}
     try:
         for plan in machines:
             if isinstance(plan, FileError):
                 batch.add_error(plan)
             else:
-                _store_machine(conn, batch, *plan, outcomes)
+                _store_machine(conn, batch, *plan, outcomes, stored.get(plan[0]["name"]))
     except Exception:
         batch.store()  # the files read before the failure are kept, as when each file was its own transaction
         raise
@@ -273,21 +305,40 @@ def _plan_machine(
 
 def _store_machine(
     conn: duckdb.DuckDBPyConnection, batch: _Batch, machine: dict[str, Any], tasks: list[_Task],
-    outcomes: Iterator[tuple[list[str], _Parsed | FileError]],
+    outcomes: Iterator[tuple[list[str], _Parsed | FileError]], stored: dict[str, Any] | None,
 ) -> None:
-    """The machine's row, then its files into `batch` as they come out of `outcomes` (one per task, in order)."""
+    """The machine's row (written only when it changed, as a tree of hundreds of machines is mostly
+    unchanged), then its files into `batch` as they come out of `outcomes` (one per task, in order)."""
     if machine["name"] in batch.machines:
         batch.store()  # two directories of one machine: its row is written after the first one's files
-    stored = conn.execute("SELECT arch FROM machines WHERE name = ?", [machine["name"]]).fetchone()
+        stored = None  # and read again: a sidecar of the first one's files may have given its arch
+    if stored is None:
+        stored = _stored_machine(conn, machine["name"])
     if stored and not machine["arch"]:
-        machine["arch"] = stored[0]  # learnt from a sidecar's device record; the name does not say it
-    conn.execute("INSERT OR REPLACE INTO machines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(machine.values()))
+        machine["arch"] = stored["arch"]  # learnt from a sidecar's device record; machine.json does not say it
+    if stored is None or _machine_changed(stored, machine):
+        conn.execute("INSERT OR REPLACE INTO machines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(machine.values()))
     for warnings, outcome in itertools.islice(outcomes, len(tasks)):
         batch.report.warnings += warnings
         if isinstance(outcome, FileError):
             batch.add_error(outcome)
         else:
             batch.add(outcome)
+
+
+_MACHINE_COLUMNS = ("name", "host", "accelerator", "arch", "os", "cpu_arch", "cpu", "num_cpu", "ram", "machine_json")
+
+
+def _stored_machine(conn: duckdb.DuckDBPyConnection, name: str) -> dict[str, Any] | None:
+    row = conn.execute(f"SELECT {', '.join(_MACHINE_COLUMNS)} FROM machines WHERE name = ?", [name]).fetchone()
+    return dict(zip(_MACHINE_COLUMNS, row)) if row else None
+
+
+def _machine_changed(stored: dict[str, Any], machine: dict[str, Any]) -> bool:
+    """Whether the row differs; machine_json is compared as data (DuckDB may give its text back reformatted)."""
+    return any(stored[c] != machine[c] for c in _MACHINE_COLUMNS[:-1]) or (
+        json.loads(stored["machine_json"]) != json.loads(machine["machine_json"]) if stored["machine_json"]
+        else machine["machine_json"] is not None)
 
 
 @dataclass(frozen=True)
@@ -563,7 +614,8 @@ def _store_files(
                   "env_name": env["env_name"], "source_file": item.relpath} for row in parsed.rows],
                 columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
             ))
-    incoming = pa.concat_tables(tables, promote_options="default") if tables else None
+    # One chunk: DuckDB scans a table of thousands of small chunks (a tree of small files) far slower.
+    incoming = pa.concat_tables(tables, promote_options="default").combine_chunks() if tables else None
     _claim_file_keys(conn, subject, items)
     conn.execute("DELETE FROM results WHERE subject = ? AND list_contains(?::VARCHAR[], source_file)",
                  [subject, relpaths])
