@@ -51,7 +51,7 @@ CHAIN = 10
 
 
 def jax_function(plan: Any, inputs: dict[str, Any], around: bool = False, chain: int = 1) -> Callable[..., Any]:
-    """The plan's launches as one jitted function of the inputs (by name), each launch a `triton_call`.
+    """The provider's jitted function of the plan (`jax-triton`), optionally with ops around it or chained.
 
     `around` adds an elementwise op before and after; `chain` runs the plan
     that many times in the one function, each call's output the next one's
@@ -59,57 +59,19 @@ def jax_function(plan: Any, inputs: dict[str, Any], around: bool = False, chain:
     covers them all.
     """
     import jax
-    import jax_triton as jt
 
-    final = {id(plan.out): "out", id(plan.lse): "lse"}
+    from flybench.providers.jax_custom_call import plan_function
+
+    once = plan_function(plan, inputs)
 
     def run(arrays: dict[str, Any]) -> dict[str, Any]:
-        q = arrays["q"]
+        q = arrays["q"] * 2 if around else arrays["q"]
         for _ in range(chain):
             result = once({**arrays, "q": q})
             q = result["out"]
-        return result
-
-    def once(arrays: dict[str, Any]) -> dict[str, Any]:
-        values: dict[int, Any] = {id(inputs[n]): a for n, a in arrays.items()}
-        if around:
-            values[id(inputs["q"])] = arrays["q"] * 2
-        for launch in plan.launches:
-            operands, outputs = {}, []
-            for name, arg in launch.args.items():
-                if not hasattr(arg, "data_ptr"):
-                    operands[name] = arg
-                elif id(arg) in values:
-                    operands[name] = values[id(arg)]
-                elif _base(arg) in values:  # a view of an earlier output (split 0 of the final tensor)
-                    operands[name] = values[_base(arg)].reshape(arg.shape)
-                else:
-                    outputs.append((name, arg))
-            written = jt.triton_call(
-                kernel=launch.kernel, grid=launch.grid, name=launch.name,
-                out_type=[jax.ShapeDtypeStruct(tuple(t.shape), _jax_dtype(t)) for _, t in outputs],
-                **operands, **launch.constexprs, **launch.options)
-            for (_, tensor), value in zip(outputs, written):
-                values[id(tensor)] = value
-                if tensor._base is not None:
-                    values[id(tensor._base)] = value.reshape(tensor._base.shape)
-        result = {final[k]: v for k, v in values.items() if k in final}
-        if around:
-            result["out"] = result["out"] * 2
-        return result
+        return {**result, "out": result["out"] * 2} if around else result
 
     return jax.jit(run)
-
-
-def _base(tensor: Any) -> int:
-    return id(tensor._base) if tensor._base is not None else -1
-
-
-def _jax_dtype(tensor: Any) -> Any:
-    import jax.numpy as jnp
-
-    return {"torch.bfloat16": jnp.bfloat16, "torch.float16": jnp.float16, "torch.float32": jnp.float32,
-            "torch.int32": jnp.int32}[str(tensor.dtype)]
 
 
 def hlo_counts(fn: Callable[..., Any], arrays: dict[str, Any]) -> dict[str, int]:
@@ -191,21 +153,6 @@ def measure(workload_name: str, case_name: str, dtype: str) -> dict[str, Any]:
                                      "torch": times[f"torch x{CHAIN}"]["per_call_in_burst_us"] / CHAIN}}
 
 
-def _triton_37_constants() -> None:
-    """jax-triton 0.4.1 asks for triton >= 3.7 and imports two TMA constants of its NVIDIA driver.
-
-    Where they are missing (triton 3.6), it silently stubs out the whole
-    NVIDIA backend. These kernels use no TMA descriptors, so the constants,
-    set to triton 3.7's values only where absent, change nothing they run.
-    """
-    import triton.backends.nvidia.driver as driver
-
-    if not hasattr(driver, "TMA_TF32"):
-        driver.TMA_TF32 = 11
-    if not hasattr(driver, "TMA_DTYPE_DEVICE_TO_HOST"):
-        driver.TMA_DTYPE_DEVICE_TO_HOST = {**{i: i for i in range(16)}, 8: 10, 9: 8, 10: 9}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studies.jax_in_jit", description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the results as JSON here (rewritten after each case)")
@@ -216,9 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available() or jax.default_backend() == "cpu":
         print("needs a GPU that both torch and JAX see", file=sys.stderr)
         return 2
-    _triton_37_constants()
-    import jax_triton
     import triton
+
+    from flybench.providers.jax_custom_call import import_jax_triton
+
+    jax_triton = import_jax_triton()
 
     meta = {"torch": torch.__version__, "jax": jax.__version__, "jax_triton": jax_triton.__version__,
             "triton": triton.__version__, "device": torch.cuda.get_device_name(), "rounds": ROUNDS, "burst": BURST}
