@@ -132,3 +132,18 @@ def test_machine_facts_come_from_machine_json_not_the_name(
     assert ingest(root, tmp_path / "db.duckdb", "toy").ok
     assert query(tmp_path / "db.duckdb", "SELECT name, host, accelerator, arch, cpu FROM machines") == [
         (name, name, accelerator, arch, cpu)]
+
+
+def test_a_changed_machine_json_updates_its_row_and_an_unchanged_one_leaves_it(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    root.mkdir()
+    benchmarks_json(root, {"b.T.time_plain": {}})
+    machine_json(root, cpu="x86_64; accelerator: NVIDIA H200 sm_90 cuda 13.0")
+    results_json(root, {"b.T.time_plain": [[1.5], [], "1"]})
+    db = tmp_path / "db.duckdb"
+    ingest(root, db, "toy")
+    before = query(db, "SELECT * FROM machines")
+    assert ingest(root, db, "toy").loaded == [] and query(db, "SELECT * FROM machines") == before
+    machine_json(root, cpu="x86_64; accelerator: AMD Instinct MI355X gfx950 rocm 7.0")
+    assert ingest(root, db, "toy").loaded == []  # no results file changed, and still
+    assert query(db, "SELECT accelerator, arch FROM machines") == [("AMD Instinct MI355X gfx950 rocm 7.0", "gfx950")]

@@ -146,10 +146,15 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
     `content`, when given, is the file's bytes as already read (for its
     fingerprint): they are parsed instead of reading the file again.
     """
+    if content is None:
+        content = path.read_bytes()
     data, by_orjson = _load_results_json(path, content)
+    # orjson reads an integer beyond 64 bits as a float; one search of the bytes (a few microseconds for
+    # a small file) spares the float columns of nearly every file their checks (see `_read_direct`).
+    big_floats_not_plain = by_orjson and _may_hold_a_big_integer(content)
     try:
         try:
-            return _read_direct(data, machine, benchmarks, big_floats_not_plain=by_orjson)
+            return _read_direct(data, machine, benchmarks, big_floats_not_plain=big_floats_not_plain)
         except _BigFloat:  # maybe an integer beyond 64 bits in the file: read it as `json` does, and again
             return _read_direct(_load_results_json(path, content, orjson_first=False)[0], machine, benchmarks)
     except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
@@ -446,6 +451,8 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
         started.append(_timestamp_cached(entry[i_started] if i_started < width else None))
     in_all = list(zip(*entries))  # the columns every entry is wide enough to have
     value_col, samples_col, *stat_cols = (_per_case(entries, in_all, i, counts) for i in per_case)
+    if value_col is None:
+        value_col = [[None] * n for n in counts]
     shared = pa.table({  # one row per benchmark, then one per case
         "benchmark": pa.array(names, pa.string()), "unit": pa.array(units, pa.string()),
         "started_at": pa.array(started, pa.timestamp("us")), "duration": _doubles(durations_col),
@@ -457,9 +464,13 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
         "unit": shared["unit"],
         **_values_and_status(_flat(value_col, pa.float64())),  # NaN kept: asv's mark of a skipped case
     }
+    rows = len(params_col)
     for stat, column in zip(_STATS, stat_cols):
-        table[stat] = _integers(column) if stat in ("number", "repeat") else _null_nan(_flat(column, pa.float64()))
-    table["samples"] = _sample_lists(samples_col)
+        if column is None:  # absent or null in every entry, as in most files of a small suite: no conversion
+            table[stat] = pa.nulls(rows, pa.int32() if stat in ("number", "repeat") else pa.float64())
+        else:
+            table[stat] = _integers(column) if stat in ("number", "repeat") else _null_nan(_flat(column, pa.float64()))
+    table["samples"] = pa.nulls(rows, pa.list_(pa.float64())) if samples_col is None else _sample_lists(samples_col)
     for name in ("started_at", "duration", "benchmark_version"):
         table[name] = shared[name]
     if big_floats_not_plain and (
@@ -471,13 +482,17 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
     return ResultsFile(commit_hash, _timestamp(date), environment, None, pa.table(table))
 
 
-def _per_case(entries: list[list[Any]], in_all: list[tuple[Any, ...]], i: int, counts: list[int]) -> list[list[Any]]:
+def _per_case(entries: list[list[Any]], in_all: list[tuple[Any, ...]], i: int,
+              counts: list[int]) -> list[list[Any]] | None:
     """Column `i` of each benchmark's entry: a list with one value per combination; null or absent, nulls.
 
-    `in_all` is the entries' columns up to the narrowest entry's width.
-    Raises `_NotPlain` for anything else.
+    None when the column is absent or null in every entry. `in_all` is the
+    entries' columns up to the narrowest entry's width. Raises `_NotPlain`
+    for anything else.
     """
     column = list(in_all[i]) if i < len(in_all) else [entry[i] if i < len(entry) else None for entry in entries]
+    if column.count(None) == len(column):
+        return None
     if None in column:  # `[...] == None` is never true: this finds only null entries
         column = [[None] * n if values is None else values for values, n in zip(column, counts)]
     if not _LIST.issuperset(map(type, column)) or list(map(len, column)) != counts:

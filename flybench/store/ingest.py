@@ -226,7 +226,7 @@ def _ingest_files(
             if isinstance(plan, FileError):
                 batch.add_error(plan)
             else:
-                _store_machine(conn, batch, *plan, outcomes, stored.get(plan[0]["name"]))
+                _store_machine(conn, batch, *plan, outcomes, stored)
     except Exception:
         batch.store()  # the files read before the failure are kept, as when each file was its own transaction
         raise
@@ -305,19 +305,24 @@ def _plan_machine(
 
 def _store_machine(
     conn: duckdb.DuckDBPyConnection, batch: _Batch, machine: dict[str, Any], tasks: list[_Task],
-    outcomes: Iterator[tuple[list[str], _Parsed | FileError]], stored: dict[str, Any] | None,
+    outcomes: Iterator[tuple[list[str], _Parsed | FileError]], machines: dict[str, dict[str, Any]],
 ) -> None:
     """The machine's row (written only when it changed, as a tree of hundreds of machines is mostly
-    unchanged), then its files into `batch` as they come out of `outcomes` (one per task, in order)."""
+    unchanged), then its files into `batch` as they come out of `outcomes` (one per task, in order).
+
+    `machines` holds the stored rows as this ingest found them, and is kept up to date.
+    """
     if machine["name"] in batch.machines:
         batch.store()  # two directories of one machine: its row is written after the first one's files
-        stored = None  # and read again: a sidecar of the first one's files may have given its arch
-    if stored is None:
-        stored = _stored_machine(conn, machine["name"])
+        found = _stored_machine(conn, machine["name"])  # with the arch a sidecar of those files gave
+        if found:
+            machines[machine["name"]] = found
+    stored = machines.get(machine["name"])
     if stored and not machine["arch"]:
         machine["arch"] = stored["arch"]  # learnt from a sidecar's device record; machine.json does not say it
     if stored is None or _machine_changed(stored, machine):
-        conn.execute("INSERT OR REPLACE INTO machines VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(machine.values()))
+        batch.add_machine(machine)
+        machines[machine["name"]] = machine
     for warnings, outcome in itertools.islice(outcomes, len(tasks)):
         batch.report.warnings += warnings
         if isinstance(outcome, FileError):
@@ -404,6 +409,8 @@ class _Readers:
 
     MIN_FILES = 32  # to read; fewer are read in this process
     AHEAD_BYTES = 128 << 20  # of results files read ahead, so the workers go on while a batch is written
+    CHUNK_BYTES = 1 << 20  # of results files given to a worker at once (a large file goes alone)
+    CHUNK_FILES = 64
 
     def __init__(self, benchmarks: dict[str, BenchmarkDef], files: int) -> None:
         self._benchmarks = benchmarks
@@ -430,17 +437,22 @@ class _Readers:
                 yield outcome
             return
         queued = deque(tasks)
-        running: deque[tuple[Future[tuple[list[str], _Parsed | FileError]], int]] = deque()
+        running: deque[tuple[Future[list[tuple[list[str], _Parsed | FileError]]], int]] = deque()
         ahead = 0  # bytes of the files submitted and not yet taken
         while queued or running:
             while queued and (not running or ahead < self.AHEAD_BYTES):
-                task = queued.popleft()
-                size = _size(task.path)
-                running.append((self._pool.submit(_read_in_worker, task), size))
+                # Small files go to a worker several at a time: each task costs the pool a fraction of a
+                # millisecond, as much as parsing a small file.
+                chunk, size = [queued.popleft()], 0
+                size = _size(chunk[0].path)
+                while queued and size < self.CHUNK_BYTES and len(chunk) < self.CHUNK_FILES:
+                    chunk.append(queued.popleft())
+                    size += _size(chunk[-1].path)
+                running.append((self._pool.submit(_read_in_worker, chunk), size))
                 ahead += size
             future, size = running.popleft()
             ahead -= size
-            yield future.result()
+            yield from future.result()
 
     def close(self) -> None:
         if self._pool is not None:
@@ -498,8 +510,8 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _read_in_worker(task: _Task) -> tuple[list[str], _Parsed | FileError]:
-    return _read_file(task, _WORKER_BENCHMARKS)
+def _read_in_worker(tasks: list[_Task]) -> list[tuple[list[str], _Parsed | FileError]]:
+    return [_read_file(task, _WORKER_BENCHMARKS) for task in tasks]
 
 
 @dataclass(frozen=True)
@@ -535,6 +547,7 @@ class _Batch:
         self._rows = 0
         self._least = self.FIRST_ROWS
         self.machines: set[str] = set()
+        self._machines: list[dict[str, Any]] = []
 
     def add(self, item: _Parsed) -> None:
         self._entries.append(item)
@@ -553,7 +566,17 @@ class _Batch:
     def add_error(self, error: FileError) -> None:
         self._entries.append(error)
 
+    def add_machine(self, machine: dict[str, Any]) -> None:
+        """A new or changed machine row, written before the batch's files (one statement for all of them:
+        a statement of its own per machine cost 5 ms each, seconds for a tree of hundreds of machines)."""
+        self._machines.append(machine)
+
     def store(self) -> None:
+        if self._machines:
+            rows, self._machines = list({m["name"]: m for m in self._machines}.values()), []
+            self._conn.execute(
+                "INSERT OR REPLACE INTO machines SELECT " + ", ".join(["unnest(?::VARCHAR[])"] * 9) + ", unnest(?::JSON[])",
+                [[row[column] for row in rows] for column in _MACHINE_COLUMNS])
         entries, self._entries, self._rows, self.machines = self._entries, [], 0, set()
         items = [e for e in entries if isinstance(e, _Parsed)]
         one_by_one = items
