@@ -11,18 +11,22 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import attention_scale, diffusion_sdpa, gemm_runner, moe_expert_loop, moe_grouped_gemm, sdpa_bshd
+from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_sdpa,
+                                         moe_expert_loop, moe_grouped_gemm, sdpa_bshd)
 from flybench.workloads.base import Case, Tensors
 
 
 class TorchEager(Provider):
     name = "torch"
-    workloads = frozenset({"diffusion_attention", "attention", "moe", "gemm"})
+    workloads = frozenset({"diffusion_attention", "attention", "mla_decode", "moe", "gemm"})
     description = "eager torch: SDPA for attention, grouped GEMM for bf16 MoE, torch.matmul for GEMM"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
         import torch
 
+        if workload == "mla_decode" and dtype == "fp8":
+            return ("torch has no fp8 attention (SDPA takes bf16 or fp16); casting the cache up would time the "
+                    "cast, not attention: the bf16 case is torch's MLA baseline")
         if dtype == "fp8" and device.kind == "cpu":
             return "fp8 matmul (torch._scaled_mm) needs a GPU; this machine has none - use bf16 here"
         if workload == "moe" and dtype == "bf16" and not hasattr(torch, "_grouped_mm"):
@@ -36,6 +40,8 @@ class TorchEager(Provider):
             return lambda: {"out": sdpa_bshd(inputs["q"], inputs["k"], inputs["v"], causal, scale)}
         if workload == "diffusion_attention":
             return diffusion_sdpa(case, inputs)
+        if workload == "mla_decode":
+            return mla_decode_sdpa(case, inputs)
         if workload == "moe":
             compute = moe_grouped_gemm if dtype == "bf16" else moe_expert_loop
             return lambda: compute(case, inputs)

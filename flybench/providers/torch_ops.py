@@ -82,6 +82,27 @@ def diffusion_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     return call
 
 
+def mla_decode_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
+    """A call that gathers each sequence's cached tokens and runs SDPA over them, 128 heads on one KV head.
+
+    The keys are the whole 576-wide latent and rotary token, the values its
+    first 512 (a view, not a copy); SDPA takes the different value width.
+    """
+    import torch.nn.functional as F
+
+    p = case.shape
+    b, c = p["batch"], p["context"]
+    indices = inputs["kv_indices"].long()
+    q = inputs["q"].unsqueeze(2)  # [B, H, 1, 576]
+
+    def call() -> Tensors:
+        keys = inputs["kv_cache"][indices].view(b, 1, c, -1)  # [B, 1, C, 576]
+        out = F.scaled_dot_product_attention(q, keys, keys[..., :p["kv_lora"]], scale=p["scale"], enable_gqa=True)
+        return {"out": out.squeeze(2)}
+
+    return call
+
+
 def quantize_per_token(x) -> tuple["torch.Tensor", "torch.Tensor"]:  # noqa: F821
     """fp8 e4m3 rows with one float32 scale per row (dynamic per-token activation scaling)."""
     import torch

@@ -1,4 +1,4 @@
-"""The workload catalog: diffusion_attention, attention, moe, gemm."""
+"""The workload catalog: diffusion_attention, attention, mla_decode, moe, gemm."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from flybench.workloads.attention import AttentionWorkload
 from flybench.workloads.base import SHAPE_SETS, Case, Tensors, Workload
 from flybench.workloads.diffusion_attention import DiffusionAttentionWorkload
 from flybench.workloads.gemm import GemmWorkload
+from flybench.workloads.mla_decode import MlaDecodeWorkload
 from flybench.workloads.moe import MoeWorkload
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
-    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MoeWorkload(), GemmWorkload())
+    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MlaDecodeWorkload(), MoeWorkload(), GemmWorkload())
 }
 
 
