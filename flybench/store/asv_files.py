@@ -448,14 +448,14 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
         units.append(unit)
         versions.append(version)
         durations_col.append(duration)
-        started.append(_timestamp_cached(entry[i_started] if i_started < width else None))
+        started.append(entry[i_started] if i_started < width else None)
     in_all = list(zip(*entries))  # the columns every entry is wide enough to have
     value_col, samples_col, *stat_cols = (_per_case(entries, in_all, i, counts) for i in per_case)
     if value_col is None:
         value_col = [[None] * n for n in counts]
     shared = pa.table({  # one row per benchmark, then one per case
         "benchmark": pa.array(names, pa.string()), "unit": pa.array(units, pa.string()),
-        "started_at": pa.array(started, pa.timestamp("us")), "duration": _doubles(durations_col),
+        "started_at": _timestamps(started), "duration": _doubles(durations_col),
         "benchmark_version": pa.array(versions, pa.string()),
     }).take(pa.array(np.repeat(np.arange(len(names), dtype=np.int32), counts)))
     table = {
@@ -716,6 +716,16 @@ def _number(value: Any) -> float | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+_MAX_MS = 10**15  # milliseconds (the year 33658) whose microseconds fit in 64 bits; beyond, datetime says why
+
+
+def _timestamps(js_ms: list[Any]) -> pa.Array:
+    """`_timestamp` of each value, as a column: whole milliseconds (what asv writes) converted at once."""
+    if all(type(v) is int and -_MAX_MS < v < _MAX_MS for v in js_ms if v is not None):
+        return pa.array(js_ms, pa.timestamp("ms")).cast(pa.timestamp("us"))
+    return pa.array([_timestamp_cached(v) for v in js_ms], pa.timestamp("us"))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from asv import util
@@ -620,25 +621,28 @@ def _store_files(
     if len(items) > 1 and any(item.parsed.table is None for item in items):
         raise _OneByOne  # rows read by asv's loader are stored as they always were, a file at a time
     relpaths = [item.relpath for item in items]
-    tables, frames = [], []
+    tables, frames, keys = [], [], []
     for item in items:
         parsed, env = item.parsed, item.parsed.environment
         if parsed.table is not None and parsed.table.num_rows:
-            n = parsed.table.num_rows
-            table = parsed.table
-            for name, value in (("subject", subject), ("machine", env["machine"]),
-                                ("commit_hash", parsed.commit_hash), ("env_name", env["env_name"]),
-                                ("source_file", item.relpath)):
-                table = table.append_column(name, pa.repeat(pa.scalar(value, pa.string()), n))
-            tables.append(table)
+            tables.append(parsed.table)
+            keys.append((env["machine"], parsed.commit_hash, env["env_name"], item.relpath))
         elif parsed.rows:  # read by asv's loader: one dict per row
             frames.append(pd.DataFrame(
                 [{**_NO_VALUES, **row, "subject": subject, "machine": env["machine"], "commit_hash": parsed.commit_hash,
                   "env_name": env["env_name"], "source_file": item.relpath} for row in parsed.rows],
                 columns=list(RESULT_COLUMNS), dtype=object,  # object keeps None as NULL, never NaN
             ))
-    # One chunk: DuckDB scans a table of thousands of small chunks (a tree of small files) far slower.
-    incoming = pa.concat_tables(tables, promote_options="default").combine_chunks() if tables else None
+    incoming = None
+    if tables:
+        # One chunk: DuckDB scans a table of thousands of small chunks (a tree of small files) far slower.
+        # Each file's key columns are one value repeated: made for all the files at once.
+        incoming = pa.concat_tables(tables, promote_options="default").combine_chunks()
+        counts = [table.num_rows for table in tables]
+        incoming = incoming.append_column("subject", pa.repeat(pa.scalar(subject, pa.string()), incoming.num_rows))
+        for i, name in enumerate(("machine", "commit_hash", "env_name", "source_file")):
+            incoming = incoming.append_column(name, pa.array(np.repeat(np.array([k[i] for k in keys], object),
+                                                                      counts), pa.string()))
     _claim_file_keys(conn, subject, items)
     conn.execute("DELETE FROM results WHERE subject = ? AND list_contains(?::VARCHAR[], source_file)",
                  [subject, relpaths])
