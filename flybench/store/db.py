@@ -41,6 +41,7 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
         with _attached(path) as conn:
             _check_ours(conn, path)
             check_version(conn, path)
+            conn.complete()  # the checks' last result ends here, so the caller may use relations too
             yield conn
         return
     if path.exists():
@@ -54,6 +55,7 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
     try:
         with _faults(path):
             migrate(conn, path)
+            conn.complete()
             yield conn
     finally:
         with _faults(path):

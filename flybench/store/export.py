@@ -1,0 +1,86 @@
+"""The store's rows as Parquet or CSV files, which DuckDB (or another engine) queries where they lie.
+
+One DuckDB file has one writer at a time. Where many runners share storage,
+the store can be exported instead and read in place:
+`read_parquet('DIR/results/**/*.parquet', hive_partitioning = true)`. The
+files are written by DuckDB itself (its COPY, through the relation API, so
+no path is pasted into SQL); the database is opened read-only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from flybench.errors import FlybenchError, unknown_name
+from flybench.store.db import connect
+
+FORMATS = ("parquet", "csv")
+PARTITIONS = ("subject", "machine", "month")
+"""How `results` is split in a whole-store export; `month` is the commit's (YYYY-MM), else the run's."""
+
+_RESULTS_BY_MONTH = """
+    SELECT r.*, strftime(coalesce(c.date, r.started_at), '%Y-%m') AS month
+    FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash"""
+
+
+def export_rows(db_path: Path, output: Path, fmt: str, *, query: str | None = None, table: str | None = None) -> int:
+    """Write the rows of `query` (SQL over the store) or of one `table` to the file `output`; returns how many."""
+    with connect(db_path, read_only=True) as conn:
+        if table is not None:
+            known = tables(conn)
+            if table not in known:
+                raise unknown_name("table", table, known)
+            relation = conn.table(table)
+        else:
+            try:
+                relation = conn.sql(query)
+            except duckdb.Error as exc:
+                raise FlybenchError(f"--query failed: {exc}") from exc
+            if relation is None:
+                raise FlybenchError("--query must be a query that returns rows (SELECT, FROM, ...)")
+        try:
+            _write(relation, output, fmt)
+        except duckdb.Error as exc:
+            raise FlybenchError(f"cannot write {output}: {exc}") from exc
+        return _count(relation)
+
+
+def export_store(db_path: Path, directory: Path) -> dict[str, int]:
+    """Every table as Parquet under `directory`: results partitioned by PARTITIONS, the others a file each.
+
+    Returns the rows written per table. The folder must be new or empty, so no earlier export is mixed in.
+    """
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise FlybenchError(f"{directory} exists and is not an empty folder: name a new folder for the export")
+    written = {}
+    with connect(db_path, read_only=True) as conn:
+        for table in tables(conn):
+            if table == "results":
+                conn.sql(_RESULTS_BY_MONTH).write_parquet(str(directory / table), partition_by=list(PARTITIONS))
+            else:
+                directory.mkdir(parents=True, exist_ok=True)
+                conn.table(table).write_parquet(str(directory / f"{table}.parquet"))
+            written[table] = _count(conn.table(table))
+    return written
+
+
+def tables(conn: duckdb.DuckDBPyConnection) -> list[str]:
+    """The store's tables, by name."""
+    return [name for (name,) in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database() "
+        "ORDER BY table_name").fetchall()]
+
+
+def _count(relation: duckdb.DuckDBPyRelation) -> int:
+    return relation.count("*").fetchall()[0][0]
+
+
+def _write(relation: duckdb.DuckDBPyRelation, output: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        relation.write_parquet(str(output))
+    elif fmt == "csv":
+        relation.write_csv(str(output), header=True)
+    else:
+        raise unknown_name("format", fmt, FORMATS)
