@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from flybench import benchmark_names, envvars
+from flybench.cli._output import output_path
 from flybench.errors import FlybenchError
 from flybench.regress import bisect as search
 
@@ -49,7 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help=f"stop after this many commits could not be measured (default {search.MAX_SKIPS})")
     parser.add_argument("--plan", action="store_true", help="print the range and how each commit would be measured")
     parser.add_argument("--format", choices=FORMATS, default="terminal")
-    parser.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    parser.add_argument("--output", type=output_path,
+                        help="write the report to this file instead of stdout (a missing folder is created)")
     return parser
 
 

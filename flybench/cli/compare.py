@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from flybench.cli._output import output_path
 from flybench.errors import FlybenchError, unknown_name
 from flybench.regress.compare import compare
 from flybench.regress.report import FORMATS, exit_code, write
@@ -32,7 +33,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--subject", help="repository whose commits these are, if the database holds several")
     parser.add_argument("--config", type=Path, help="flybench.toml with a [regress] section")
     parser.add_argument("--format", choices=FORMATS, default="terminal")
-    parser.add_argument("--output", type=Path, help="write the report here instead of stdout")
+    parser.add_argument("--output", type=output_path,
+                        help="write the report to this file instead of stdout (a missing folder is created)")
 
 
 def check_scope(db: Path, machine: str | None, subject: str | None) -> pd.DataFrame:

@@ -1,0 +1,49 @@
+"""`--output`: a directory or a path under a file is bad input (exit 2, before any work); a missing folder is made."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from fixtures.asv_project import AsvProject, build
+
+from flybench.cli import main
+
+VERBS = {  # each verb with --output, with the arguments it needs to get as far as parsing
+    "compare": ["a", "b"],
+    "regressions": [],
+    "bisect": ["attention.Quick.track_time(c1, torch, bf16)", "HEAD~1", "HEAD"],
+    "export": ["--format", "csv", "--query", "SELECT 1"],
+}
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@pytest.mark.parametrize("where", ["directory", "under a file"])
+def test_an_unwritable_output_is_bad_input(verb: str, where: str, tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "plain").write_text("")
+    output = tmp_path if where == "directory" else tmp_path / "plain" / "report.md"
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, *VERBS[verb], "--output", str(output)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    expected = f"{tmp_path} is a directory: name a file" if where == "directory" else \
+        f"{tmp_path / 'plain'} is a file, so {output} cannot be written"
+    assert f"flybench {verb}: error: argument --output: {expected}" in err
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> AsvProject:
+    return build(tmp_path_factory.getbasetemp() / "asv_toy")
+
+
+def test_a_missing_folder_is_created(project: AsvProject, tmp_path: Path) -> None:
+    results = Path(shutil.copytree(project.results_dir, tmp_path / "results"))
+    shutil.copy(project.root / "asv.conf.json", tmp_path / "asv.conf.json")
+    db = tmp_path / "store.duckdb"
+    assert main(["ingest", str(results), "--db", str(db)]) == 0
+    report = tmp_path / "reports" / "nightly" / "regressions.json"
+    assert main(["regressions", "--db", str(db), "--format", "json", "--output", str(report)]) == 1  # the planted step
+    assert json.loads(report.read_text())
