@@ -12,13 +12,13 @@ from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
 from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_sdpa,
-                                         moe_expert_loop, moe_grouped_gemm, sdpa_bshd)
+                                         moe_expert_loop, moe_stage_runner, moe_grouped_gemm, sdpa_bshd)
 from flybench.workloads.base import Case, Tensors
 
 
 class TorchEager(Provider):
     name = "torch"
-    workloads = frozenset({"diffusion_attention", "attention", "mla_decode", "moe", "gemm"})
+    workloads = frozenset({"diffusion_attention", "attention", "mla_decode", "moe", "moe_stage", "gemm"})
     description = "eager torch: SDPA for attention, grouped GEMM for bf16 MoE, torch.matmul for GEMM"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
@@ -29,7 +29,7 @@ class TorchEager(Provider):
                     "cast, not attention: the bf16 case is torch's MLA baseline")
         if dtype == "fp8" and device.kind == "cpu":
             return "fp8 matmul (torch._scaled_mm) needs a GPU; this machine has none - use bf16 here"
-        if workload == "moe" and dtype == "bf16" and not hasattr(torch, "_grouped_mm"):
+        if workload in ("moe", "moe_stage") and dtype == "bf16" and not hasattr(torch, "_grouped_mm"):
             return "this torch has no torch._grouped_mm (torch >= 2.8 needed); upgrade torch"
         return None
 
@@ -42,6 +42,8 @@ class TorchEager(Provider):
             return diffusion_sdpa(case, inputs)
         if workload == "mla_decode":
             return mla_decode_sdpa(case, inputs)
+        if workload == "moe_stage":
+            return moe_stage_runner(case, inputs)
         if workload == "moe":
             compute = moe_grouped_gemm if dtype == "bf16" else moe_expert_loop
             return lambda: compute(case, inputs)

@@ -183,6 +183,68 @@ def moe_grouped_gemm(case: Case, inputs: Tensors) -> Tensors:
     return {"out": out.to(x.dtype)}
 
 
+def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
+    """A call of one MoE stage over routing sorted here, outside the timed call (as FlyDSL's stage tests do).
+
+    bf16: one grouped GEMM over the expert-sorted pairs (torch._grouped_mm);
+    fp8: one torch._scaled_mm per expert that got pairs, activations quantised
+    per token in the call (the per-expert counts are known here, so the call
+    never waits on the host). Stage 1 writes the activation, in pair order, as "out".
+    """
+    import torch
+    import torch.nn.functional as F
+
+    from flybench.workloads.moe import route
+
+    p = case.shape
+    k, inter, stage = p["top_k"], p["inter"], p["stage"]
+    weights, ids = route(inputs["router_logits"], k)
+    flat = ids.reshape(-1).long()
+    order = torch.argsort(flat, stable=True)  # pair indices, grouped by expert
+    counts = torch.bincount(flat, minlength=inputs["w13"].shape[0])
+    offsets = counts.cumsum(0).to(torch.int32)
+    token_of, weight_of = order // k, weights.reshape(-1)[order, None]
+    x = inputs["x"]
+    grouped = "w13_scale" not in inputs
+    spans = [(e, start, start + n) for e, (start, n) in enumerate(zip((offsets - counts).tolist(), counts.tolist()))
+             if n]
+
+    def swiglu(gate_up: "torch.Tensor") -> "torch.Tensor":
+        gate, up = gate_up.chunk(2, dim=-1)
+        return (F.silu(gate.float()) * up.float()).to(x.dtype)
+
+    if stage == 1:
+        act = torch.empty((p["tokens"] * k, inter), dtype=x.dtype, device=x.device)
+
+        def first() -> Tensors:
+            if grouped:
+                act.index_copy_(0, order, swiglu(torch._grouped_mm(x[token_of], inputs["w13"].transpose(1, 2),
+                                                                   offs=offsets)))
+            else:
+                for e, a, b in spans:
+                    act.index_copy_(0, order[a:b], swiglu(linear(x[token_of[a:b]], inputs["w13"][e],
+                                                                 inputs["w13_scale"][e])))
+            return {"out": act}
+
+        return first
+
+    act_in = inputs["act"]
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+
+    def second() -> Tensors:
+        out.zero_()
+        if grouped:
+            down = torch._grouped_mm(act_in[order], inputs["w2"].transpose(1, 2), offs=offsets)
+            out.index_add_(0, token_of, down.float() * weight_of)
+        else:
+            for e, a, b in spans:
+                down = linear(act_in[order[a:b]], inputs["w2"][e], inputs["w2_scale"][e])
+                out.index_add_(0, token_of[a:b], down.float() * weight_of[a:b])
+        return {"out": out.to(x.dtype)}
+
+    return second
+
+
 def _scale(inputs: Tensors, name: str, expert: int):
     return inputs[name][expert] if name in inputs else None
 

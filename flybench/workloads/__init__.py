@@ -1,4 +1,4 @@
-"""The workload catalog: diffusion_attention, attention, mla_decode, moe, gemm."""
+"""The workload catalog: diffusion_attention, attention, mla_decode, moe, moe_stage, gemm."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from flybench.workloads.diffusion_attention import DiffusionAttentionWorkload
 from flybench.workloads.gemm import GemmWorkload
 from flybench.workloads.mla_decode import MlaDecodeWorkload
 from flybench.workloads.moe import MoeWorkload
+from flybench.workloads.moe_stage import MoeStageWorkload
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
-    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MlaDecodeWorkload(), MoeWorkload(), GemmWorkload())
+    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MlaDecodeWorkload(), MoeWorkload(), MoeStageWorkload(), GemmWorkload())
 }
 
 
