@@ -15,6 +15,10 @@ its bidirectional mask.
 room for the new pages, once, outside any timed call. `append` is the step a
 kernel-only number leaves out: one scatter of B x D tokens into their slots.
 Providers time it separately (`flydsl+append`, `ck+append`), never hidden.
+
+Kernels that read a prefix table of single tokens and the new tokens' K/V
+from their own tensors (sglang's extend attention) need no append:
+`prefix_token_slots` builds that table from the workload's pages.
 """
 
 from __future__ import annotations
@@ -129,6 +133,25 @@ def packed_queries(inputs: Tensors) -> "torch.Tensor":
     return q.reshape(-1, *q.shape[2:])
 
 
-def unpack_out(out: "torch.Tensor", inputs: Tensors) -> "torch.Tensor":
-    """A varlen output [B*D, Hq, hd] back to the workload's [B, D, Hq, hd] (a view)."""
-    return out.view(inputs["q"].shape)
+def unpack(outputs: Tensors, inputs: Tensors) -> Tensors:
+    """Varlen outputs back to the workload's layout: "out" [B*D, Hq, hd] -> [B, D, Hq, hd] and,
+    when present, "lse" [Hq, B*D] -> [B, Hq, D] (views, no copies)."""
+    b, d, hq = inputs["q"].shape[:3]
+    unpacked = {"out": outputs["out"].view(inputs["q"].shape)}
+    if "lse" in outputs:
+        unpacked["lse"] = outputs["lse"].view(hq, b, d).permute(1, 0, 2)
+    return unpacked
+
+
+def prefix_token_slots(inputs: Tensors) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Each sequence's prefix as token slots of the cache viewed as [pages * P, Hkv, hd]: (kv_indptr
+    int32 [B+1], kv_indices int32 [sum of context lengths]), the page-size-1 table of sglang's
+    extend attention. Reads the block table on the host: set-up, not part of any timed call."""
+    import torch
+
+    page = int(inputs["k_cache"].shape[1])
+    lengths = inputs["context_lens"].cpu().long()
+    table = inputs["block_table"].cpu().long()
+    slots = [table[b, torch.arange(n) // page] * page + torch.arange(n) % page for b, n in enumerate(lengths.tolist())]
+    device = inputs["k_cache"].device
+    return _cumsum0(lengths).to(device), torch.cat(slots).to(torch.int32).to(device)

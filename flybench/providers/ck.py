@@ -1,44 +1,42 @@
-"""`ck` and `ck+append`: Composable Kernel through AITER (ROCm only, AITER built from source).
+"""`ck` and `ck+append`: Composable Kernel through AITER, on CK's own entry points (ROCm only, AITER from source).
 
-Calls follow AITER's own op_tests (test_mha.py, test_batch_prefill.py,
-test_moe_2stage.py, test_gemm_a8w8.py):
+AITER's convenience wrappers pick other kernels for the shapes flybench
+measures, so `ck` calls the CK paths directly (AITER at commit e404860):
 
-- attention: `aiter.flash_attn_func` (BSHD, GQA, bottom-right causal, LSE).
-- diffusion attention: `aiter.mha_batch_prefill_func`, CK's paged prefill, with
-  the sglang page table (kv_indptr, page indices, last-page lengths) and
-  packed queries. It reads K/V only through pages, so the draft block is
-  appended to the cache (`_paged_append`): `ck` times the kernel with the
-  draft already in the cache, `ck+append` times append plus kernel.
-  `paged_attention_rocm` does not fit: it is a decode kernel (one query, or a
-  few MTP queries, per sequence, causal), while a draft block has 16-64
-  queries with a bidirectional mask.
-- moe: `fused_topk` (softmax, top-k, renormalised: the workload's routing)
-  and `fused_moe` on weights preshuffled once with `shuffle_weight(w, (16, 16))`;
-  fp8 with per-channel weight scales [E, N, 1] and `QuantType.per_Token`
-  (fused_moe quantises activations per token itself).
+- attention: `aiter.mha_fwd` (aiter/ops/mha.py; its C++ side passes
+  use_asm_v3=false, csrc/py_itfs_ck/mha_fwd_kernels.cu), called as FlyDSL's own
+  comparison calls it for "ck" (tests/kernels/test_flash_attn_fwd.py,
+  run_aiter_bench). `aiter.flash_attn_func` would dispatch the assembly
+  `fmha_v3_fwd` for bf16, head dim 128 and more than 128 queries on
+  gfx942/gfx950: that kernel is `aiter-asm`.
+- diffusion attention: `aiter.mha_batch_prefill_func`, CK's paged prefill,
+  with `return_lse=True` (LSE [Hq, total_q]), the sglang page table and packed
+  queries. It reads K/V only through pages, so the draft block is appended to
+  the cache (`_paged_append`): `ck` times the kernel with the draft already in
+  the cache, `ck+append` times append plus kernel.
+- moe: the CK two-stage path `fused_moe` takes when it has no tuned row and
+  does not choose the one-stage assembly kernel: `moe_sorting`, per-token fp8
+  quantisation (`get_hip_quant`), `ck_moe_stage1` (aiter/fused_moe.py, which
+  calls `aiter.ck_moe_stage1_fwd`), quantisation of its output, and
+  `aiter.ck_moe_stage2_fwd`. `fused_moe` itself would take `fmoe_g1u1` for fp8
+  per-token SiLU above 16 tokens, since tuned_fmoe.csv has rows for 80-CU parts
+  only (get_2stage_cfgs): that kernel is `aiter-asm`. block_m and the
+  non-temporal-load flag come from AITER's own default heuristics
+  (`get_block_size_M`, `use_nt` on `get_padded_M(tokens)`).
 - gemm: fp8 `gemm_a8w8` with the per-tensor scales broadcast to [M, 1] and
   [N, 1]. bf16 GEMM ceilings come from rocblas/hipblaslt, copies from torch.
 
-Written against AITER at commit e404860 (2026-08-22); not yet run on AMD hardware.
+Not yet run on AMD hardware.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from flybench.hardware import Device
-from flybench.providers import _paged_append, register
-from flybench.providers._rocm import device_reason, module_reason, paged_diffusion_runner
+from flybench.providers import _aiter_moe, _paged_append, register
+from flybench.providers._rocm import aiter_reason, paged_diffusion_runner
 from flybench.providers.base import Provider, Runner
 from flybench.providers.torch_ops import attention_scale
 from flybench.workloads.base import Case, Tensors
-
-if TYPE_CHECKING:
-    import torch
-
-AITER_INSTALL = ("build AITER from source on this ROCm machine: git clone --recursive https://github.com/ROCm/aiter "
-                 "&& cd aiter && python3 setup.py develop (docs/rocm.md)")
-SHUFFLE_LAYOUT = (16, 16)
 
 
 class CK(Provider):
@@ -49,80 +47,90 @@ class CK(Provider):
         self.workloads = frozenset({"diffusion_attention"} if time_append
                                    else {"attention", "diffusion_attention", "moe", "gemm"})
         self.description = ("CK batch prefill (AITER), draft block appended to the cache inside the timed call"
-                            if time_append else "Composable Kernel through AITER: flash attention, batch prefill, "
-                                                "fused_moe, gemm_a8w8")
+                            if time_append else "Composable Kernel through AITER: mha_fwd, batch prefill, "
+                                                "two-stage CK MoE, gemm_a8w8")
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
-        reason = device_reason(self.name, "Composable Kernel through AITER", device)
+        reason = aiter_reason(self.name, "Composable Kernel through AITER", device)
         if reason:
             return reason
         if workload == "gemm" and dtype != "fp8":
             return "ck measures the GEMM ceiling in fp8 (gemm_a8w8); bf16 ceilings come from rocblas/hipblaslt"
-        return module_reason("aiter", AITER_INSTALL)
+        return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         import aiter
 
         if case.workload == "attention":
-            args, kwargs = attention_call(case, inputs)
-            return lambda: dict(zip(("out", "lse"), aiter.flash_attn_func(*args, **kwargs)))
+            args, kwargs = mha_fwd_call(case, inputs)
+            return lambda: dict(zip(("out", "lse"), aiter.mha_fwd(*args, **kwargs)[:2]))
         if case.workload == "diffusion_attention":
-            def attend(cache: _paged_append.AppendedCache) -> "torch.Tensor":
+            def attend(cache: _paged_append.AppendedCache) -> Tensors:
                 args, kwargs = batch_prefill_call(case, inputs, cache)
-                return aiter.mha_batch_prefill_func(*args, **kwargs)
+                return dict(zip(("out", "lse"), aiter.mha_batch_prefill_func(*args, **kwargs)))
 
             return paged_diffusion_runner(inputs, attend, self.time_append)
         if case.workload == "moe":
-            return _moe_runner(case, inputs)
+            return _two_stage_runner(case, inputs)
         if case.shape["kind"] == "copy":
             raise NotImplementedError("ck measures the GEMM only; the copy ceiling comes from the torch provider")
         args = gemm_a8w8_args(inputs)
         return lambda: {"out": aiter.gemm_a8w8(*args)}
 
 
-def attention_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
-    """Arguments of `aiter.flash_attn_func`: q, k, v BSHD; returns (out, lse [B, H, S])."""
-    kwargs = {"softmax_scale": attention_scale(case), "causal": bool(case.shape["causal"]), "return_lse": True}
-    return (inputs["q"], inputs["k"], inputs["v"]), kwargs
-
-
-def batch_prefill_call(case: Case, inputs: Tensors, cache: _paged_append.AppendedCache) -> tuple[tuple, dict]:
-    """Arguments of `aiter.mha_batch_prefill_func` over the appended cache (sglang page table, linear 4-D K/V)."""
-    args = (_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache, cache.cu_seqlens_q,
-            cache.kv_indptr, cache.page_indices, cache.max_seqlen_q, cache.max_seqlen_k)
-    kwargs = {"softmax_scale": attention_scale(case), "causal": case.shape["mask"] == "causal",
-              "kv_last_page_lens": cache.last_page_lens}
+def mha_fwd_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
+    """`aiter.mha_fwd(q, k, v, dropout_p, softmax_scale, is_causal, window_size_left, window_size_right,
+    sink_size, return_softmax_lse, return_dropout_randval, ...)`; returns (out, lse [B, H, S], p, rng)."""
+    args = (inputs["q"], inputs["k"], inputs["v"], 0.0, attention_scale(case), bool(case.shape["causal"]),
+            -1, -1, 0, True, False)
+    kwargs = {"cu_seqlens_q": None, "cu_seqlens_kv": None, "out": None, "bias": None, "alibi_slopes": None,
+              "q_descale": None, "k_descale": None, "v_descale": None, "sink_ptr": None, "gen": None}
     return args, kwargs
 
 
-def moe_weights(inputs: Tensors, shuffle) -> dict[str, "torch.Tensor | None"]:
-    """fused_moe's weight operands: preshuffled w1/w2, and fp8 scales as [E, N, 1] float32 (None for bf16).
-
-    `shuffle` is `aiter.ops.shuffle.shuffle_weight`, passed in so the layout can
-    be checked without AITER installed.
-    """
-    fp8 = "w13_scale" in inputs
-    return {
-        "w1": shuffle(inputs["w13"], layout=SHUFFLE_LAYOUT), "w2": shuffle(inputs["w2"], layout=SHUFFLE_LAYOUT),
-        "w1_scale": inputs["w13_scale"].float().unsqueeze(-1).contiguous() if fp8 else None,
-        "w2_scale": inputs["w2_scale"].float().unsqueeze(-1).contiguous() if fp8 else None,
-    }
+def batch_prefill_call(case: Case, inputs: Tensors, cache: _paged_append.AppendedCache) -> tuple[tuple, dict]:
+    """`aiter.mha_batch_prefill_func` over the appended cache (sglang page table, linear 4-D K/V);
+    with return_lse=True it returns (out [total_q, Hq, hd], lse [Hq, total_q])."""
+    args = (_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache, cache.cu_seqlens_q,
+            cache.kv_indptr, cache.page_indices, cache.max_seqlen_q, cache.max_seqlen_k)
+    kwargs = {"softmax_scale": attention_scale(case), "causal": case.shape["mask"] == "causal",
+              "return_lse": True, "kv_last_page_lens": cache.last_page_lens}
+    return args, kwargs
 
 
-def _moe_runner(case: Case, inputs: Tensors) -> Runner:
+def _two_stage_runner(case: Case, inputs: Tensors) -> Runner:
+    """Routing, sorting, quantisation and the two CK stages, as fused_moe_2stages runs its CK default."""
+    import torch
+
     import aiter
-    from aiter.fused_moe import fused_moe, fused_topk
+    from aiter import fused_moe
     from aiter.ops.shuffle import shuffle_weight
 
-    weights = moe_weights(inputs, shuffle_weight)
-    quant = aiter.QuantType.per_Token if weights["w1_scale"] is not None else aiter.QuantType.No
-    x, logits, top_k = inputs["x"], inputs["router_logits"], case.shape["top_k"]
+    p = case.shape
+    t, top_k, experts, inter = p["tokens"], p["top_k"], p["experts"], p["inter"]
+    weights = _aiter_moe.moe_weights(inputs, shuffle_weight)
+    fp8 = weights["w1_scale"] is not None
+    quant_type = aiter.QuantType.per_Token if fp8 else aiter.QuantType.No
+    quantize, q_dtype = _aiter_moe.quantizer(aiter, fp8), weights["w1"].dtype
+    padded = fused_moe.get_padded_M(t)
+    stage = {"block_m": int(fused_moe.get_block_size_M(padded, top_k, experts, inter)),
+             "use_non_temporal_load": bool(fused_moe.use_nt(padded, top_k, experts))}
+    mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
+    silu = aiter.ActivationType.Silu
 
     def run() -> Tensors:
-        topk_weights, topk_ids = fused_topk(x, logits, top_k, True)
-        return {"out": fused_moe(x, weights["w1"], weights["w2"], topk_weights, topk_ids,
-                                 activation=aiter.ActivationType.Silu, quant_type=quant,
-                                 w1_scale=weights["w1_scale"], w2_scale=weights["w2_scale"])}
+        _, s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, stage["block_m"])
+        a1, a1_scale = quantize(inputs["x"], quant_dtype=q_dtype)
+        fused_moe.ck_moe_stage1(a1, weights["w1"], weights["w2"], s.ids, s.expert_ids, s.num_valid_ids, mid, top_k,
+                                a1_scale=a1_scale, w1_scale=weights["w1_scale"], kernelName="",
+                                sorted_weights=None, quant_type=quant_type, activation=silu, splitk=0,
+                                dtype=torch.bfloat16, **stage)
+        a2, a2_scale = quantize(mid, quant_dtype=q_dtype, num_rows=None, num_rows_factor=top_k)
+        aiter.ck_moe_stage2_fwd(a2.view(t, top_k, inter), weights["w1"], weights["w2"], s.ids, s.expert_ids,
+                                s.num_valid_ids, s.out, top_k, kernelName="", w2_scale=weights["w2_scale"],
+                                a2_scale=a2_scale, sorted_weights=s.weights, quant_type=quant_type,
+                                activation=silu, **stage)
+        return {"out": s.out}
 
     return run
 

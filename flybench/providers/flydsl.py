@@ -14,12 +14,22 @@ tests/kernels/test_moe_gemm_2stage.py):
   through pages, and only pages of 64 tokens; the draft block is appended to
   the cache (`_paged_append`). `flydsl` times the kernel with the draft
   already in the cache, `flydsl+append` times append plus kernel. No LSE:
-  the paged path has none.
-- moe: `kernels.moe.moe_gemm_2stage` stage 1 (gate+up, SwiGLU) and stage 2
-  (down, routing weight, atomic sum) on fp8 with per-token activation and
+  the paged path has none. With at most 256 queries per sequence and no bias,
+  every diffusion case takes the generic light paged kernel
+  (`_build_paged_light`: flash_attn_generic with paged=True), never the gfx950
+  dualwave one; FlyDSL's own paged tests pass a bias and 512 queries, so they
+  take dualwave and do not exercise this kernel (docs/rocm.md).
+- moe, fp8: `kernels.moe.moe_gemm_2stage` stage 1 (gate+up, SwiGLU) and
+  stage 2 (down, routing weight, atomic sum) with per-token activation and
   per-channel weight scales. Routing, sorting and activation quantisation are
-  torch ops inside the timed call. The bf16 MoE (a16w16) lives in another
-  FlyDSL package with another ABI and is not wired here.
+  torch ops inside the timed call.
+- moe, bf16 (gfx950 only, as upstream's tests): `kernels.moe.moe_2stage_a16wmix`
+  with `w_dtype="bf16"` (a16w16), through the host glue in FlyDSL's
+  tests/kernels/moe_a16wmix_host.py (`flydsl_a16w4_gemm1`/`_gemm2`), set up as
+  tests/kernels/test_moe_gemm.py `_run_a16w4_moe_e2e` sets it up: raw bf16
+  weights preshuffled in 16x16 tiles, a dummy scale, the packed sorted ids as
+  row indices, tile_m 32, tile_n 256 (128 when inter % 256 != 0), tile_k 256,
+  no tuned CSV.
 
 Written against FlyDSL at commit 11c4174 (2026-08-21); not yet run on AMD hardware.
 """
@@ -46,8 +56,17 @@ PAGE_SIZE = 64
 """The only page size FlyDSL's paged flash attention takes (flash_attn_interface._PAGED_PAGE_SIZE)."""
 MOE_TILE_N, MOE_TILE_K = 128, 128
 """Stage tiles valid for every catalog model (inter and hidden are multiples of 128)."""
+A16WMIX_TILE_M = 32
+"""The tile_m of upstream's a16w16 test (test_moe_gemm.py, test_a16w4_moe_e2e)."""
+A16WMIX_ARCH = "gfx950"
+"""moe_2stage_a16wmix runs on gfx950 and later (upstream's tests skip it below gfx95)."""
+FLY_BUILD_DIR = "FLY_BUILD_DIR"
+"""FlyDSL's own variable for its build directory (scripts/build.sh, setup.py): absolute, or relative to the checkout."""
+DEFAULT_BUILD_DIR = "build-fly"
 _INT32_MAX = 2**31 - 1
 _MARKER = Path("kernels") / "attention" / "flash_attn_interface.py"
+_A16WMIX_HOST = Path("tests") / "kernels" / "moe_a16wmix_host.py"
+"""Host launch glue of moe_2stage_a16wmix; upstream keeps it beside its tests, not in kernels/."""
 
 
 def checkout() -> Path | None:
@@ -68,9 +87,15 @@ def checkout_reason() -> str | None:
     return module_reason("flydsl", f"pip install flydsl, or build the checkout (pip install -e {src})")
 
 
+def build_dir(src: Path) -> Path:
+    """The checkout's build: $FLY_BUILD_DIR (absolute, or relative to the checkout), else build-fly."""
+    value = os.environ.get(FLY_BUILD_DIR, "").strip()
+    return src / Path(value or DEFAULT_BUILD_DIR).expanduser()
+
+
 def _add_to_path(src: Path) -> None:
-    """The checkout root (for `kernels`) and its in-tree build, as FlyDSL's own tests set them."""
-    for path in (src / "build" / "python_packages", src):
+    """The checkout root (for `kernels`) and its build's python_packages, as FlyDSL's tests/conftest.py sets them."""
+    for path in (build_dir(src) / "python_packages", src):
         if path.is_dir() and str(path) not in sys.path:
             sys.path.insert(0, str(path))
 
@@ -83,6 +108,20 @@ def import_kernel(module: str) -> ModuleType:
     if reason:
         raise RuntimeError(reason)
     return importlib.import_module(module)
+
+
+def import_a16wmix_host() -> ModuleType:
+    """FlyDSL's tests/kernels/moe_a16wmix_host.py, loaded by path (a `tests` package would clash with others')."""
+    import importlib.util
+
+    import_kernel("kernels.moe.moe_2stage_a16wmix")
+    path = checkout() / _A16WMIX_HOST
+    spec = importlib.util.spec_from_file_location("flydsl_moe_a16wmix_host", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise RuntimeError(f"{path} is missing: this FlyDSL checkout predates moe_2stage_a16wmix's host glue")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class FlyDSL(Provider):
@@ -99,15 +138,15 @@ class FlyDSL(Provider):
         reason = device_reason(self.name, "FlyDSL kernels", device) or checkout_reason()
         if reason:
             return reason
-        if workload == "moe" and dtype != "fp8":
-            return ("flydsl measures MoE in fp8 (moe_gemm_2stage takes fp8/int8 inputs); its bf16 MoE "
-                    "(moe_2stage_a16wmix) is not wired into flybench yet - use fp8")
+        if workload == "moe" and dtype == "bf16" and device.arch != A16WMIX_ARCH:
+            return (f"flydsl's bf16 MoE (moe_2stage_a16wmix) runs on {A16WMIX_ARCH} (MI350X/MI355X) only; "
+                    f"this machine is {device.arch} - use fp8 (moe_gemm_2stage) here")
         return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         os.environ.setdefault("FLYDSL_GPU_ARCH", device.arch)  # kernels consult it; unset, FlyDSL assumes gfx942
         if case.workload == "moe":
-            return _moe_runner(case, inputs)
+            return _moe_runner(case, inputs) if "w13_scale" in inputs else _a16w16_runner(case, inputs)
         attention = import_kernel("kernels.attention.flash_attn_interface").flydsl_flash_attn_func
         check_scale(case)
         if case.workload == "attention":
@@ -116,9 +155,9 @@ class FlyDSL(Provider):
         check_page_size(inputs)
         out = _out_like_packed(inputs)
 
-        def attend(cache: _paged_append.AppendedCache) -> "torch.Tensor":
-            return attention(_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache,
-                             **paged_call(case, inputs, cache, out))
+        def attend(cache: _paged_append.AppendedCache) -> Tensors:
+            return {"out": attention(_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache,
+                                     **paged_call(case, inputs, cache, out))}
 
         return paged_diffusion_runner(inputs, attend, self.time_append)
 
@@ -214,6 +253,41 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
         out.zero_()
         stage2(*stage_args(out, aq, w2, a_scale, s2, routing, h, inter, t, stream))
         return {"out": out}
+
+    return run
+
+
+def _a16w16_runner(case: Case, inputs: Tensors) -> Runner:
+    """bf16 MoE on moe_2stage_a16wmix: route, sort, stage 1 (gate+up, SiLU * up, bf16 rows by sorted
+    position), stage 2 (down, routing weight, bf16 atomics into a zeroed output)."""
+    import torch
+
+    from flybench.workloads.moe import route
+
+    host = import_a16wmix_host()
+    p = case.shape
+    t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
+    x = inputs["x"]
+    w1, w2 = _moe_layout.preshuffle(inputs["w13"]), _moe_layout.preshuffle(inputs["w2"])
+    no_scale = torch.zeros(1, dtype=torch.uint8, device=x.device)
+    slots = _moe_layout.capacity(t, top_k, experts, A16WMIX_TILE_M)[0]
+    mid = torch.empty((slots, inter), dtype=torch.bfloat16, device=x.device)
+    out = torch.empty(t * h, dtype=torch.bfloat16, device=x.device)
+    shape = {"NE": experts, "D_HIDDEN": h, "D_INTER": inter, "topk": top_k, "tile_m": A16WMIX_TILE_M,
+             "tile_k": 256, "w_dtype": "bf16", "use_csv_config": False}
+
+    def run() -> Tensors:
+        weights, ids = route(inputs["router_logits"], top_k)
+        routing = _moe_layout.sort_routing(ids, weights, experts, A16WMIX_TILE_M)
+        host.flydsl_a16w4_gemm1(a_bf16=x, w1_u8=w1, w1_scale_u8=no_scale, sorted_expert_ids=routing.expert_ids,
+                                cumsum_tensor=routing.num_valid_ids, m_indices=routing.sorted_ids,
+                                inter_sorted_bf16=mid, n_tokens=t, tile_n=256 if inter % 256 == 0 else 128, **shape)
+        out.zero_()
+        host.flydsl_a16w4_gemm2(inter_sorted_bf16=mid, w2_u8=w2, w2_scale_u8=no_scale,
+                                sorted_expert_ids=routing.expert_ids, cumsum_tensor=routing.num_valid_ids,
+                                sorted_token_ids=routing.sorted_ids, sorted_weights=routing.sorted_weights,
+                                flat_out=out, M_logical=t, max_sorted=slots, tile_n=256, **shape)
+        return {"out": out.view(t, h)}
 
     return run
 
