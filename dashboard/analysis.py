@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from dashboard.frames import cell_text, fmt, params_text
+from dashboard.frames import case_text, cell_text, fmt, params_text
 from flybench.benchmark_names import workload_of
 from flybench.regress import CaseResult, Comparison, Regression, load_config
 from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
@@ -33,8 +33,8 @@ from flybench.store import queries
 
 MACHINE_FIELDS = frozenset({"device", "arch", "clocks", "roofline_basis"})
 """Contract fields that differ between two machines by nature; the rest must still match."""
-CASE_COLUMNS = ["verdict", "benchmark", "parameters", "workload", "case", "provider", "dtype", "unit", "base", "head",
-                "change", "base_text", "head_text", "test", "p_value", "evidence"]
+CASE_COLUMNS = ["verdict", "benchmark", "parameters", "case_params", "workload", "case", "provider", "dtype", "unit",
+                "base", "head", "change", "base_text", "head_text", "test", "p_value", "evidence"]
 STEP_COLUMNS = ["machine", "env_name", "params", "last_good", "first_bad", "first_bad_date", "before", "after",
                 "relative", "confidence", "noise", "unit", "worse"]
 
@@ -92,14 +92,16 @@ def regression_rows(found: list[Regression]) -> pd.DataFrame:
     With the columns `charts.change_bars` draws: label, verdict, base_text, head_text, evidence.
     """
     rows = pd.DataFrame([{
-        "subject": r.subject, "machine": r.machine, "workload": r.benchmark.split(".")[0] if r.env_name else None,  # compile metrics: a kernel, no workload
-        "benchmark": r.benchmark,
+        "subject": r.subject, "machine": r.machine,
+        "workload": workload_of(r.benchmark) if r.env_name else None,  # compile metrics: a kernel, no workload
+        "benchmark": r.benchmark, "params": r.params, "run": r.runs,
         "parameters": ", ".join(map(str, r.params.values())), "kind": r.kind,
         "commits": f"{r.step.last_good[:8]}..{r.step.first_bad[:8]}", "last_good": r.step.last_good,
         "first_bad": r.step.first_bad, "before": r.step.before, "after": r.step.after,
         "change": r.step.relative, "absolute": r.step.absolute, "confidence": r.step.confidence,
         "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse,
-    } for r in found], columns=["subject", "machine", "workload", "benchmark", "parameters", "kind", "commits",
+    } for r in found], columns=["subject", "machine", "workload", "benchmark", "params", "run", "parameters", "kind",
+                                "commits",
                                 "last_good", "first_bad", "before", "after", "change", "absolute", "confidence",
                                 "noise", "unit", "worse"])
     rows["label"] = rows["benchmark"] + " · " + rows["parameters"] + " @ " + rows["machine"]
@@ -123,6 +125,7 @@ def case_rows(cases: list[CaseResult]) -> pd.DataFrame:
         head = c.head if head_status == "ok" else None
         records.append({
             "verdict": c.verdict, "benchmark": c.benchmark, "parameters": ", ".join(map(str, c.params.values())),
+            "case_params": case_text(c.params),
             "workload": workload_of(c.benchmark), "case": c.params.get("case"),
             "provider": c.params.get("provider"), "dtype": c.params.get("dtype"), "unit": c.unit,
             "base": base, "head": head, "change": c.relative if base is not None and head is not None else None,

@@ -10,6 +10,7 @@ dashed line.
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 
@@ -116,16 +117,22 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
 
 
 def change_bars(frame: pd.DataFrame, title: str) -> alt.Chart:
-    """Relative change per case (`label`), coloured by verdict; cases without a change are left out."""
-    shown = frame[frame["change"].notna()]
+    """Relative change per case (`label`), coloured by verdict.
+
+    Cases without a finite change (one side failed, or a step from 0, as 0 -> 28
+    AGPRs) have no bar to draw and are left to the table; the legend names only
+    the verdicts drawn, in full.
+    """
+    shown = frame[np.isfinite(frame["change"].astype(float))]
+    drawn = [v for v in VERDICT_COLORS if v in set(shown["verdict"])]
     return alt.Chart(shown).mark_bar().encode(
-        x=alt.X("change:Q", title=title, axis=alt.Axis(format="+%")),
+        x=alt.X("change:Q", title=title, axis=alt.Axis(format="+.0%")),
         y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=420)),
-        color=alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLORS), range=list(VERDICT_COLORS.values())),
-                        legend=alt.Legend(orient="bottom")),
+        color=alt.Color("verdict:N", scale=alt.Scale(domain=drawn, range=[VERDICT_COLORS[v] for v in drawn]),
+                        legend=alt.Legend(orient="bottom", labelLimit=0, title=None)),
         tooltip=["label:N", "verdict:N", "base_text:N", "head_text:N",
                  alt.Tooltip("change:Q", format="+.1%"), "evidence:N"],
-    ).properties(height=max(60, 24 * len(shown)))
+    ).properties(height=max(120, 24 * len(shown)))
 
 
 def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
@@ -154,11 +161,15 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
 
 
 def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
-    """One small chart per metric: each kernel and architecture as a step line across commits."""
+    """One kernel: a small chart per metric, each architecture as a step line across commits."""
+    frame = frame[["metric_label", "arch", "commit_date", "value", "unit", "short", "message"]]
     return alt.Chart(frame).mark_line(point=True, interpolate="step-after").encode(
         x=alt.X("commit_date:T", title="commit date"),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False)),
-        color=alt.Color("series:N", title=None, scale=CATEGORIES, legend=alt.Legend(orient="bottom", labelLimit=400)),
-        tooltip=["series:N", "metric_label:N", alt.Tooltip("value:Q", format=",.0f"), "unit:N",
-                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date")],
-    ).properties(height=150, width=700).facet(row=alt.Row("metric_label:N", title=None)).resolve_scale(y="independent")
+        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
+        color=alt.Color("arch:N", title="architecture", scale=CATEGORIES, legend=alt.Legend(orient="right")),
+        tooltip=["arch:N", "metric_label:N", alt.Tooltip("value:Q", format=",~g"), "unit:N",
+                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"), "message:N"],
+    ).properties(height=PANEL_HEIGHT // 2, width=PANEL_WIDTH).facet(
+        row=alt.Row("metric_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
+                                                                     labelOrient="top", labelFontWeight="bold")),
+    ).resolve_scale(y="independent")

@@ -11,6 +11,7 @@ import os
 import threading
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import altair as alt
 import pandas as pd
@@ -53,6 +54,8 @@ def table(frame: pd.DataFrame, name: str, columns: list[str] | None = None,
           column_config: dict[str, Any] | None = None) -> None:
     """A sortable table (of `columns`, if given) and a download of all its rows' columns."""
     shown = frame[[c for c in columns if c in frame]] if columns else frame
+    text = shown.select_dtypes(include="object").columns  # a missing text is blank, never the word None
+    shown = shown.assign(**{c: shown[c].where(shown[c].notna(), "") for c in text})
     st.dataframe(shown, hide_index=True, column_config=column_config, key=f"table-{name}")
     download(frame, name)
 
@@ -98,6 +101,11 @@ def provenance_note(frame: pd.DataFrame) -> None:
         sources = ", ".join(sorted(set(frame.loc[imported(frame), "provenance"])))
         st.caption(f"† Imported from {sources}: measured by that system with its own method, not by flybench. "
                    f"Rows measured by {FLYBENCH} carry no mark.")
+
+
+def history_link(subject: str, benchmark: str, case: str) -> str:
+    """The History page of one case, as a link every other page can put beside a row."""
+    return "history?" + urlencode({"subject": subject, "benchmark": benchmark, "params": case})
 
 
 def no_rows(what: str) -> None:

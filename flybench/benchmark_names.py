@@ -89,6 +89,15 @@ def is_own(benchmark: str) -> bool:
     return _OWN.match(benchmark) is not None
 
 
+COMPILE_DURATION = "track_compile_time"
+"""The compile-only suites' one timed method: how long a compile took, noisy, never a kernel's speed."""
+
+
+def is_compile_duration(benchmark: str) -> bool:
+    """`compile_metrics.Amd.track_compile_time`: the duration of a compile, kept apart from the exact resources."""
+    return benchmark.startswith("compile_metrics.") and is_own(benchmark) and benchmark.endswith(f".{COMPILE_DURATION}")
+
+
 def workload_of(benchmark: str) -> str:
     """The workload a benchmark belongs to: the first dotted part of flybench's own names, else the name itself.
 

@@ -1,9 +1,11 @@
-"""Kernel resources: VGPRs, AGPRs, SGPRs, LDS, scratch, spills and occupancy per kernel and architecture.
+"""Kernel resources: one kernel at a time, each metric per architecture across commits, every change exact.
 
-These come from compiling without running (the compile_metrics table, and
-results of benchmarks whose unit is deterministic: registers, bytes, waves),
-so they are exact: every change is real, and a register or LDS regression
-shows here before any timing moves.
+VGPRs, AGPRs, SGPRs, LDS, scratch, spills, occupancy come from compiling
+without running (the compile_metrics table, and results of benchmarks whose
+unit is deterministic: registers, bytes, waves), so every change is real and
+a register or LDS regression shows here before any timing moves. How long
+the compile took is not such a metric: it is the compiling machine's noise,
+drawn in a section of its own and never listed as a change.
 """
 
 from __future__ import annotations
@@ -12,55 +14,115 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, commits, data, filters, frames, ui
+from flybench.benchmark_names import is_compile_duration
 from flybench.regress import load_config
 from flybench.regress.report import METRIC_LABELS
 
-COLUMNS = ["series", "metric_label", "value", "unit", "short", "commit_date", "status", "why", "origin", "subject",
-           "machine"]
+COLUMNS = ["kernel_name", "arch", "metric_label", "value", "unit", "short", "commit_date", "message", "status", "why",
+           "origin", "subject", "machine"]
+CHANGE_COLUMNS = ["arch", "metric", "commits", "base_text", "head_text", "delta", "change", "first_bad_date",
+                  "message", "worse", "machine"]
 
 
 def main() -> None:
     st.title("Kernel resources")
     data.require_data(resources=True)
+    facets, _ = data.facets()  # the imported-runs rule shows here too; compile metrics are flybench's own
     rows = data.load("resources", units=sorted(load_config().deterministic_units))
     if rows.empty:
         st.info("No compile-time resource metrics in the database yet. They come from the compile-only suite "
                 "(VGPRs, LDS, spills... per kernel and architecture, no GPU needed), ingested like any other "
                 "results with `flybench ingest`.")
         return
-    rows = prepare(rows)
+    rows = rows.assign(kernel_name=kernel_names(rows))
     allowed = filters.scope(rows, ("subject", "arch", "machine"))
-    kernels = filters.pick_many("Kernel", "kernel", allowed["kernel_name"])
-    metrics = filters.pick_many("Metric", "metric", allowed["metric_label"])
-    shown = allowed[allowed["kernel_name"].isin(kernels) & allowed["metric_label"].isin(metrics)]
-    st.subheader("Newest value per kernel and architecture")
-    newest = shown.sort_values("commit_date", kind="stable").groupby(["series", "metric_label"]).tail(1)
-    table = newest.pivot_table(index=["kernel_name", "arch"], columns="metric_label", values="value",
-                               aggfunc="last").reset_index()
-    ui.table(table, "resources-newest")
+    kernels = allowed.groupby("kernel_name")["arch"].nunique().sort_values(ascending=False, kind="stable")
+    kernel = filters.pick_one("Kernel", "kernel", list(kernels.index), sidebar=False)
+    if kernel is None:
+        ui.no_rows("kernels")
+        return
+    shown = prepare(allowed[allowed["kernel_name"] == kernel])
+    metrics = filters.pick_many("Metric", "metric", shown["metric_label"])
+    shown = shown[shown["metric_label"].isin(metrics)]
+    st.header(kernel, divider="gray")
+    st.subheader("Newest value per architecture")
+    newest = shown.sort_values("commit_date", kind="stable").groupby(["arch", "metric_label"]).tail(1)
+    table = newest.pivot_table(index="arch", columns="metric_label", values="value", aggfunc="last")
+    ui.table(table.map(lambda v: "" if pd.isna(v) else f"{v:,g}").reset_index(), "resources-newest")
+    st.caption("A blank cell: the metric does not exist on that architecture (AGPRs on NVIDIA, say).")
     st.subheader("Across commits")
-    measured = shown[shown["status"] == "ok"]
-    ui.chart(charts.resource_lines(measured), shown, "resources-history", COLUMNS)
-    changes = analysis.resource_changes(shown)
-    if not changes.empty:
-        st.subheader("Every change (exact)")
-        ui.table(changes, "resources-changes", ["machine", "benchmark", "parameters", "commits", "base_text",
-                                                 "head_text", "worse"])
+    st.caption("A panel per metric, a step line per architecture; hover a point for its commit and message.")
+    ui.chart(charts.resource_lines(shown[shown["status"] == "ok"]), shown, "resources-history", COLUMNS,
+             stretch=False)
+    changes(shown)
+    durations(facets, kernel)
+
+
+def kernel_names(rows: pd.DataFrame) -> pd.Series:
+    """The kernel as engineers name it: the `kernel` parameter of a compile-only result, else the table's name.
+
+    The benchmark id (`compile_metrics.Amd`) stays in `origin`, and other
+    parameters than the kernel and the architecture follow in brackets.
+    """
+    names = []
+    for kernel, params in zip(rows["kernel"], rows["params"]):
+        given = frames.params_dict(params)
+        rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch"))
+        names.append(str(given.get("kernel", kernel)) + (f" ({rest})" if rest else ""))
+    return pd.Series(names, index=rows.index, dtype=object)
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
-    """Kernel names with their parameters, metric labels as engineers read them, commit short hashes."""
-    out = commits.annotate(frames.without_failed_values(rows))
-    extra = out["params"].map(lambda p: ", ".join(v for k, v in _items(p) if k != "arch"))
-    out["kernel_name"] = out["kernel"] + extra.map(lambda e: f"({e})" if e else "")
-    out["series"] = out["kernel_name"] + " @ " + out["arch"].fillna("?")
-    out["metric_label"] = out["metric"].map(lambda m: METRIC_LABELS.get(m, m.replace("_", " ")))
+    """One kernel's rows with metric labels as engineers read them, commit messages, reasons."""
+    out = commits.annotate(frames.without_failed_values(rows), data.load("commit_titles"))
+    out["arch"] = out["arch"].fillna("no architecture")
+    out["metric_label"] = out["metric"].map(metric_label)
     out["why"] = [frames.reason_text(s, r) for s, r in zip(out["status"], out["reason"])]
     return out
 
 
-def _items(params: object) -> list[tuple[str, str]]:
-    return [(k, str(v)) for k, v in frames.params_dict(params).items()]
+def metric_label(metric: str) -> str:
+    """'VGPRs' for vgpr_count: the report's names, else the metric with spaces."""
+    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+
+
+def changes(shown: pd.DataFrame) -> None:
+    """Every change of the kernel's metrics between consecutive measured commits, with its exact delta."""
+    found = analysis.resource_changes(shown)
+    if found.empty:
+        st.caption("No metric of this kernel changed across the commits measured.")
+        return
+    found[["arch", "metric"]] = found["parameters"].str.split(", ", n=1, expand=True)
+    found["metric"] = found["metric"].map(metric_label)
+    found["delta"] = [f"{a:+g}" for a in found["after"] - found["before"]]
+    about = shown.drop_duplicates("commit_hash").set_index("commit_hash")
+    found["first_bad_date"] = found["first_bad"].map(about["commit_date"])
+    found["message"] = found["first_bad"].map(about["message"]).fillna("")
+    st.subheader("Every change (exact)")
+    ui.table(found, "resources-changes", CHANGE_COLUMNS, column_config={
+        "change": st.column_config.NumberColumn("change", format="percent"),
+        "base_text": "before", "head_text": "after", "commits": "last..first changed",
+        "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm")})
+
+
+def durations(facets: pd.DataFrame, kernel: str) -> None:
+    """How long the kernel took to compile, apart: machine noise, never a change or a regression."""
+    names = sorted(b for b in facets["benchmark"].unique() if is_compile_duration(b))
+    rows = pd.concat([data.load("benchmark_history", benchmark=b) for b in names], ignore_index=True) if names \
+        else pd.DataFrame()
+    if rows.empty:
+        return
+    rows = rows[rows["params"].map(lambda p: frames.params_dict(p).get("kernel")) == kernel]
+    if rows.empty:
+        return
+    st.subheader("Compile duration (noise, not a resource)")
+    st.caption("Wall time of the compile on the machine that compiled it: it varies with that machine's load, "
+               "so it is never listed as a change or a regression.")
+    arch = rows["params"].map(lambda p: frames.params_dict(p).get("arch"))
+    rows = prepare(rows.assign(kernel=kernel, metric="compile_time", origin=rows["benchmark"],
+                               arch=arch.fillna(rows["arch"])))
+    ui.chart(charts.resource_lines(rows[rows["status"] == "ok"]), rows, "resources-durations", COLUMNS,
+             stretch=False)
 
 
 main()
