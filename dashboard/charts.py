@@ -153,7 +153,8 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
         color=alt.Color("provider:N", scale=CATEGORIES), shape=alt.Shape("workload:N"),
         tooltip=["label:N", "provider:N", "machine:N", alt.Tooltip("tflops:Q", format=".4g", title="TFLOP/s"),
                  alt.Tooltip("gbps:Q", format=".4g", title="GB/s"), alt.Tooltip("intensity:Q", format=".4g"),
-                 alt.Tooltip("roofline_fraction:Q", format=".1%", title="of roofline"), "provenance:N"],
+                 alt.Tooltip("of_roof:Q", format=".1%", title="of the roof drawn"),
+                 alt.Tooltip("roof_basis:N", title="roofs"), "provenance:N"],
     ).transform_filter("datum.layer == 'point'")
     return (lines + names + marks).properties(height=420, width=640).facet(
         row=alt.Row("machine:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",

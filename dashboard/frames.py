@@ -155,7 +155,8 @@ def imported_label(frame: pd.DataFrame) -> pd.Series:
 
 def foreign_label(frame: pd.DataFrame) -> pd.Series:
     """A foreign benchmark's series exactly as asv names it: `benchmarks.TimeSuite.time_keys(10, 'a')`."""
-    return pd.Series([series_name(b, list(params_dict(p).values())) for b, p in zip(frame["benchmark"], frame["params"])],
+    values = [list(params_dict(p).values()) for p in frame["params"]]
+    return pd.Series([series_name(b, v) if v else b for b, v in zip(frame["benchmark"], values)],
                      index=frame.index, dtype=object)
 
 
@@ -284,6 +285,49 @@ def intensity_points(latest: pd.DataFrame) -> pd.DataFrame:
     rows = rows[(rows["tflops"] > 0) & (rows["gbps"] > 0)].copy()
     rows["intensity"] = 1000 * rows["tflops"] / rows["gbps"]
     return rows.reset_index(drop=True)
+
+
+def against_roofs(points: pd.DataFrame, roofs: pd.DataFrame) -> pd.DataFrame:
+    """Each point's fraction of the roof drawn above it, on the chart's own basis.
+
+    The attainable rate is min(the dtype's matrix roof, else the highest one;
+    copy bandwidth x intensity) from `roofs` (machine, ceiling, dtype, tflops,
+    gbps, basis), so the hover and the dashed line agree; the stored
+    `roofline_fraction` may be of another basis (the vendor's figures).
+    `roof_basis` names the two roofs used.
+    """
+    out = points.copy()
+    fractions, bases = [], []
+    for r in out.itertuples():
+        mine = roofs[roofs["machine"] == r.machine]
+        matrix = mine[mine["tflops"].notna()]
+        same = matrix[matrix["dtype"] == r.dtype]
+        compute = (same if not same.empty else matrix).sort_values("tflops").tail(1)
+        copy = mine[mine["gbps"].notna()].sort_values("gbps").tail(1)
+        if compute.empty or copy.empty:
+            fractions.append(np.nan)
+            bases.append("no roof for this machine")
+            continue
+        attainable = min(float(compute["tflops"].iloc[0]), float(copy["gbps"].iloc[0]) * r.intensity / 1000)
+        fractions.append(r.tflops / attainable)
+        bases.append(f"{compute['ceiling'].iloc[0]} ({compute['basis'].iloc[0]}), "
+                     f"{copy['ceiling'].iloc[0]} ({copy['basis'].iloc[0]})")
+    out["of_roof"] = fractions
+    out["roof_basis"] = bases
+    return out
+
+
+def unplaced(latest: pd.DataFrame) -> pd.DataFrame:
+    """The cases a roofline cannot place, counted by why: failed, imported without byte counts, no counts."""
+    rows = newest_per_case(latest)
+    placed = (rows["status"] == "ok") & (rows["tflops"] > 0) & (rows["gbps"] > 0)
+    reason = np.select([rows["status"] != "ok", imported(rows), rows["gbps"].isna() | ~(rows["gbps"] > 0)],
+                       ["no value (failed, unavailable or not measured)",
+                        "imported: the source records no FLOP or byte counts",
+                        "no byte count recorded for the case (a copy, or an older case record)"],
+                       "no FLOP count recorded for the case")
+    left = rows.loc[~placed].assign(reason=reason[~placed.to_numpy()])
+    return left.groupby(["machine", "reason"]).size().rename("cases").reset_index()
 
 
 def roof_lines(roofs: pd.DataFrame, low: float, high: float) -> pd.DataFrame:

@@ -3,7 +3,8 @@
 The ceilings are the machine's own measurements where it has them (the gemm
 workload's best matrix rate per dtype and its device-copy bandwidth) and the
 vendor's figures otherwise, labelled as such. Arithmetic intensity is FLOPs
-per byte moved, from the same case's TFLOP/s and GB/s.
+per byte moved, from the same case's TFLOP/s and GB/s. A point's fraction is
+of the roof drawn above it, so the hover and the dashed line share a basis.
 """
 
 from __future__ import annotations
@@ -13,8 +14,12 @@ import streamlit as st
 
 from dashboard import charts, data, filters, frames, ui
 
-POINT_COLUMNS = ["machine", "label", "provider", "tflops", "gbps", "intensity", "roofline_fraction", "shown",
+POINT_COLUMNS = ["machine", "label", "provider", "tflops", "gbps", "intensity", "of_roof", "roof_basis", "shown",
                  "commit_hash", "provenance"]
+NUMBERS = {"tflops": st.column_config.NumberColumn("TFLOP/s", format="%.1f"),
+           "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
+           "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.1f"),
+           "of_roof": st.column_config.NumberColumn("of the roof drawn", format="percent")}
 
 
 def main() -> None:
@@ -22,26 +27,42 @@ def main() -> None:
     st.caption("Dashed: the roofs, min(peak matrix rate, memory bandwidth x intensity). A point's height is the "
                "TFLOP/s it achieved; its distance below the roof is what is left on the table.")
     data.require_data()
-    allowed = filters.scope(data.load("facets").query("unit == 'seconds'"))
-    latest = data.load("latest_cases")
-    points = frames.intensity_points(filters.within(latest, allowed))
-    if points.empty:
+    facets, rule = data.facets()
+    allowed = filters.scope(facets[(facets["unit"] == "seconds") | frames.imported(facets)])
+    latest = frames.provenance(filters.in_runs(data.load("latest_cases"), rule))
+    timed = filters.within(latest, allowed)
+    points = frames.intensity_points(timed)
+    if not points.empty:
+        low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
+        roofs = pd.concat([frames.ceilings(latest, m).assign(machine=m) for m in sorted(points["machine"].unique())],
+                          ignore_index=True)
+        lines = pd.concat([frames.roof_lines(g, low, high).assign(machine=m) for m, g in roofs.groupby("machine")],
+                          ignore_index=True) if not roofs.empty else pd.DataFrame()
+        points = frames.against_roofs(points, roofs)
+        st.caption("Roofs of each panel: " + "; ".join(f"{m}: {b}" for m, b in
+                                                       points.groupby("machine")["roof_basis"].first().items()))
+        ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)
+        st.subheader("Ceilings (the dashed roofs)")
+        ui.table(roofs, "roofs", ["machine", "ceiling", "tflops", "gbps", "basis"], column_config=NUMBERS)
+    else:
         st.info("No case in this selection has both TFLOP/s and GB/s measured, so none can be placed on a "
                 "roofline. `flybench run` records both for every timed case.")
+    not_placed(timed, allowed)
+
+
+def not_placed(timed: pd.DataFrame, allowed: pd.DataFrame) -> None:
+    """Which cases the chart leaves out, and why (FlyDSL CI's imported rows carry no byte counts)."""
+    own = frames.unplaced(timed[~frames.imported(timed)]) if not timed.empty else pd.DataFrame()
+    foreign = allowed[frames.imported(allowed)]
+    imported = foreign.groupby("machine").apply(lambda g: len(g.drop_duplicates(["benchmark", "case", "dtype"])),
+                                                include_groups=False).rename("cases").reset_index() \
+        if not foreign.empty else pd.DataFrame(columns=["machine", "cases"])
+    imported["reason"] = "imported (†): the source records no FLOP or byte counts, so FlyDSL cannot be placed"
+    left = pd.concat([own, imported], ignore_index=True)
+    if left.empty:
         return
-    low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
-    roofs = pd.concat([frames.ceilings(latest, m).assign(machine=m) for m in sorted(points["machine"].unique())],
-                      ignore_index=True)
-    lines = pd.concat([frames.roof_lines(group, low, high).assign(machine=m) for m, group in roofs.groupby("machine")],
-                      ignore_index=True) if not roofs.empty else pd.DataFrame()
-    ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)
-    st.subheader("Ceilings (the dashed roofs)")
-    if roofs.empty:
-        st.caption("None: no gemm ceiling measurements on these machines and no vendor figures for their "
-                   "accelerators. Run the gemm workload (`flybench run -w gemm`) to measure them.")
-    else:
-        ui.table(roofs, "roofs", ["machine", "ceiling", "tflops", "gbps", "basis"])
-    ui.provenance_note(points)
+    st.subheader("Cases not on the chart")
+    ui.table(left, "roofline-unplaced", ["machine", "cases", "reason"])
 
 
 main()
