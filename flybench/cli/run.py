@@ -3,14 +3,23 @@
 The results land in asv's own format under results/flybench/<machine>/, with
 the machine named after host and accelerator. The run uses the current
 Python environment (asv's `--python=same`), so results are attributed to a
-commit with `--set-commit-hash` (HEAD of this repository by default).
+commit with `--set-commit-hash`.
+
+The config and the commit default to the repository you stand in, not to the
+folder flybench is installed from: the asv config at the top of the current
+directory's git repository, and that repository's HEAD. A second clone that
+shares the first one's virtualenv thus measures, and writes results into,
+itself. The commit is resolved before anything runs, so a wrong `--commit`
+is bad input.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +29,7 @@ from flybench.errors import FlybenchError
 from flybench.selection import Choice, asv_regex, check_shape_set, choices
 
 ROOT = Path(__file__).resolve().parents[2]
+"""The checkout flybench is installed from: benchmarks import its flybench where the measured repository has none."""
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -30,9 +40,13 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
     parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
     parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
-    parser.add_argument("--commit", default=None, help="commit to attribute results to (default: HEAD)")
+    parser.add_argument("--commit", default=None,
+                        help="commit to attribute results to: hash, branch or tag of the measured repository "
+                             "(default: its HEAD)")
     parser.add_argument("--machine", default=None, help="asv machine name (default: <host>-<accelerator>)")
-    parser.add_argument("--config", default=str(ROOT / "asv.conf.json"), help="asv config of the subject")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="asv config of the subject (default: asv.conf.json at the top of the git repository "
+                             "of the current directory)")
     parser.add_argument("--append-samples", action="store_true",
                         help="add this run's samples to the commit's existing results instead of replacing them "
                              "(asv's --append-samples): a pull request's repeated rounds pool their samples, and "
@@ -42,6 +56,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(args: argparse.Namespace) -> int:
+    config = args.config or _default_config(Path.cwd())
+    repo, commit = _commit(config, args.commit)
+    print(f"config: {config}; commit: {commit}")
     device = hardware.detect()
     shape_set = args.shape_set or ("tiny" if device.kind == "cpu" else "quick")
     check_shape_set(shape_set)
@@ -55,14 +72,14 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
     if args.dry_run:
         return 0
-    commit = args.commit or _head_commit()
-    results_dir = _results_dir(Path(args.config))
-    _register_machine(args.config, machine, device)
-    run = run_identity.exports(commit, _asv_env_name(args.config), machine, results_dir)
+    results_dir = _results_dir(config)
+    _register_machine(str(config), machine, device)
+    run = run_identity.exports(commit, _asv_env_name(str(config)), machine, results_dir)
+    source = repo if repo is not None and (repo / "flybench" / "__init__.py").is_file() else ROOT
     env = {**os.environ, **run,
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
-           "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    command = [sys.executable, "-m", "asv", "run", "--config", args.config, "--python=same",
+           "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)}
+    command = [sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same",
                "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr",
                *(["--append-samples"] if args.append_samples else [])]
     code = 0
@@ -71,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
         providers = sorted({c.provider for c in chunk})
         print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
         patterns = [arg for pattern in asv_regex(shape_set, chunk) for arg in ("--bench", pattern)]
-        done = subprocess.run(command + patterns, cwd=Path(args.config).resolve().parent, env=env)
+        done = subprocess.run(command + patterns, cwd=config.resolve().parent, env=env)
         code = max(code, done.returncode)
     print(f"results: {results_dir / machine}")
     from flybench.cli._summary import print_run_summary
@@ -115,22 +132,58 @@ def _asv_env_name(config: str) -> str:
     return ExistingEnvironment(Config.load(config), sys.executable, {}, {}).name
 
 
-def _head_commit() -> str:
+def _default_config(cwd: Path) -> Path:
+    """asv.conf.json at the top of the git repository `cwd` is in."""
+    top = _git(cwd, "rev-parse", "--show-toplevel")
+    if top is None:
+        raise FlybenchError(f"{cwd} is in no git repository: run flybench run inside a clone of the repository to "
+                            "measure, or pass --config (and --commit)")
+    config = Path(top) / "asv.conf.json"
+    if not config.is_file():
+        raise FlybenchError(f"no asv.conf.json at the top of the repository {top}: run flybench run in a clone that "
+                            "has one (flybench's own), or pass --config")
+    return config
+
+
+def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
+    """The repository the config measures (None when it is remote) and the full hash of `commit` (default HEAD).
+
+    Resolved here, before asv runs, which would otherwise fail on a commit that does not exist with its own
+    traceback.
+    """
+    repo = str(_read_config(config).get("repo", "."))
+    ref = commit or "HEAD"
+    if "://" in repo or repo.startswith("git@"):  # a remote repository: only a full hash can be taken as given
+        if re.fullmatch(r"[0-9a-f]{40}", ref):
+            return None, ref
+        raise FlybenchError(f"{config} measures the remote repository {repo}: pass --commit with a full 40-digit "
+                            f"commit hash of it (not {ref!r})")
+    where = (config.resolve().parent / repo).resolve()
+    full = _git(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if full is None:
+        raise FlybenchError(f"commit {ref!r} is not in the repository {where} (which {config} measures): "
+                            "pass a commit hash, branch or tag of it with --commit")
+    return where, full
+
+
+def _git(where: Path, *words: str) -> str | None:
+    """The output of `git -C where words...`, or None when git fails (or is not installed)."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise FlybenchError("cannot read HEAD of this repository; pass --commit HASH") from exc
+        done = subprocess.run(["git", "-C", str(where), *words], capture_output=True, text=True)
+    except OSError:
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _read_config(config: Path) -> dict:
+    try:
+        return json.loads(config.read_text())
+    except (OSError, ValueError) as exc:
+        raise FlybenchError(f"cannot read asv config {config}: {exc}") from exc
 
 
 def _results_dir(config: Path) -> Path:
-    import json
-
-    try:
-        conf = json.loads(config.read_text())
-    except (OSError, ValueError) as exc:
-        raise FlybenchError(f"cannot read asv config {config}: {exc}") from exc
-    return (config.resolve().parent / conf.get("results_dir", "results")).resolve()
+    return (config.resolve().parent / _read_config(config).get("results_dir", "results")).resolve()
 
 
 def _register_machine(config: str, machine: str, device: hardware.Device) -> None:

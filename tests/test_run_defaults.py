@@ -1,0 +1,71 @@
+"""`flybench run` measures the repository you stand in: its asv config and its HEAD, never the installed checkout's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GIT = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def git(where: Path, *words: str) -> str:
+    return subprocess.run(["git", "-C", str(where), *words], check=True, capture_output=True, text=True,
+                          env={**os.environ, **GIT}).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A second clone of this repository, one commit ahead, run with the first one's flybench installed."""
+    where = tmp_path_factory.mktemp("second") / "flybench"
+    git(ROOT.parent, "clone", "-q", "--depth", "1", f"file://{ROOT}", str(where))
+    git(where, "commit", "-q", "--allow-empty", "-m", "the second clone's own commit")
+    return where
+
+
+def flybench(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The installed console script (`python -m flybench` would import the clone's own package from cwd)."""
+    return subprocess.run([str(Path(sys.executable).with_name("flybench")), *argv], cwd=cwd, capture_output=True,
+                          text=True,
+                          env={**os.environ, "FLYBENCH_DEVICE": "cpu"})
+
+
+def test_config_and_head_come_from_the_current_directorys_repository(clone: Path) -> None:
+    assert git(clone, "rev-parse", "HEAD") != git(ROOT, "rev-parse", "HEAD")
+    done = flybench(clone / "benchmarks", "run", "--dry-run", "-w", "gemm", "-p", "torch")  # from a subfolder too
+    assert done.returncode == 0, done.stderr
+    assert f"config: {clone / 'asv.conf.json'}; commit: {git(clone, 'rev-parse', 'HEAD')}" in done.stdout
+
+
+def test_a_commit_of_the_repository_is_resolved_to_its_hash(clone: Path) -> None:
+    done = flybench(clone, "run", "--dry-run", "--commit", "HEAD~1", "-w", "gemm", "-p", "torch")
+    assert done.returncode == 0, done.stderr
+    assert f"commit: {git(clone, 'rev-parse', 'HEAD~1')}" in done.stdout
+
+
+def test_an_unknown_commit_is_bad_input_before_asv_runs(clone: Path) -> None:
+    done = flybench(clone, "run", "--commit", "nothere")
+    assert done.returncode == 2
+    assert f"commit 'nothere' is not in the repository {clone}" in done.stderr and "--commit" in done.stderr
+    assert "Traceback" not in done.stderr and "device:" not in done.stdout  # nothing was started
+
+
+def test_outside_any_repository_says_where_to_run(tmp_path: Path) -> None:
+    done = flybench(tmp_path, "run", "--dry-run")
+    assert done.returncode == 2
+    assert f"{tmp_path} is in no git repository" in done.stderr and "--config" in done.stderr
+
+
+def test_a_remote_repository_needs_a_full_hash(tmp_path: Path) -> None:
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps({"version": 1, "project": "flydsl", "repo": "https://github.com/ROCm/FlyDSL.git",
+                                  "results_dir": "."}))
+    done = flybench(tmp_path, "run", "--config", str(config), "--commit", "main")
+    assert done.returncode == 2
+    assert "measures the remote repository https://github.com/ROCm/FlyDSL.git: pass --commit with a full" in done.stderr
