@@ -190,7 +190,7 @@ def test_bad_records_are_named_and_the_good_ones_imported(tmp_path: Path) -> Non
                                                                             "'yesterday'")]
     assert not report.ok and report.new == 40 and "mixed.json: record 11: unknown metric" in report.summary()
     assert scalar(db, "SELECT count(*) FROM imported_records") == 40
-    assert cli(["import", "flydsl-ci", str(path), "--db", str(db)]) == 1  # rejected records: exit 1
+    assert cli(["import", "flydsl-ci", str(path), "--db", str(db)]) == 2  # rejected records: bad input, not 1
     assert cli(["import", "flydsl-ci", str(write(tmp_path / "ok.json", good)), "--db", str(db)]) == 0
     (tmp_path / "broken.json").write_text("{")
     assert cli(["import", "flydsl-ci", str(tmp_path / "broken.json"), "--db", str(db)]) == 2

@@ -16,7 +16,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "import", help="import another system's results (FlyDSL's CI history) into DuckDB",
         description="Import results measured elsewhere into the store. Every imported row is marked with its "
                     "source, so it is never shown as flybench's own measurement. Exit status: 0 all imported, "
-                    "1 some records rejected (the others imported), 2 bad input (nothing imported).")
+                    "2 bad input: some records rejected (the others imported, each rejection named) or "
+                    "nothing importable; 1 is kept for a regression.")
     sources = parser.add_subparsers(dest="source", required=True)
     flydsl = sources.add_parser(
         "flydsl-ci", help="FlyDSL's CI dashboard history.json (schema 1, plain or gzip)",
@@ -35,4 +36,4 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def main(args: argparse.Namespace) -> int:
     report = import_file(args.file, args.db, args.subject, flydsl_repo=args.flydsl_repo, main_ref=args.main_ref)
     print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
-    return 0 if report.ok else 1
+    return 0 if report.ok else 2  # rejected records are bad input; 1 means a regression
