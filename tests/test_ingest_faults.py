@@ -122,3 +122,11 @@ def test_cli_reports_a_bad_file_with_exit_2_and_no_traceback(tree: Path, tmp_pat
     args = parser.parse_args(["ingest", str(tree), "--db", str(tmp_path / "db.duckdb"), "--subject", "toy"])
     assert ingest_cli.main(args) == 2
     assert "not an asv results file" in capsys.readouterr().err
+
+
+def test_unknown_result_columns_are_a_bad_file(tree: Path, tmp_path: Path) -> None:
+    columns = ["result", "params", "version", "started_at", "duration", "extra1", "extra2", "extra3"]
+    bad = second_file(tree, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1, 7, 8, 9]}, columns=columns)
+    report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
+    (error,) = report.errors
+    assert error.path == str(bad) and "unknown result columns ['extra1', 'extra2', 'extra3']" in error.message
