@@ -299,6 +299,13 @@ def test_arguments_bind_to_the_checkouts_signatures():
     case = tiny("attention")[0]
     args, kwargs = flydsl.attention_call(case, WORKLOADS["attention"].make_inputs(case, "bf16", "cpu"))
     inspect.signature(upstream).bind(*args, **kwargs)
+    host = flydsl.import_a16wmix_host()
+    moe_case = Case("moe", "a16w16", {"tokens": 5, "hidden": 256, "inter": 256, "experts": 4, "top_k": 2})
+    routing = _moe_layout.sort_routing(torch.zeros(5, 2, dtype=torch.int32), torch.ones(5, 2), 4, 32)
+    empty = torch.empty(0)
+    for call, kwargs in zip((host.flydsl_a16w4_gemm1, host.flydsl_a16w4_gemm2),
+                            flydsl.a16wmix_calls(moe_case, routing, *[empty] * 4, torch.empty(8, 256), empty)):
+        inspect.signature(call).bind(**kwargs)
     for stage, extra in ((moe.compile_moe_gemm1, {"doweight_stage1": False}),
                          (moe.compile_moe_gemm2, {"doweight_stage2": True, "accumulate": True})):
         inspect.signature(stage).bind(model_dim=1, inter_dim=1, experts=1, topk=1, tile_m=16, tile_n=128, tile_k=128,

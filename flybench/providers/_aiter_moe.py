@@ -46,16 +46,16 @@ class Sorted:
     out: "torch.Tensor"
 
 
-def route_and_sort(fused_moe: ModuleType, inputs: Tensors, top_k: int, block_m: int) -> tuple["torch.Tensor", Sorted]:
+def route_and_sort(fused_moe: ModuleType, inputs: Tensors, top_k: int, block_m: int) -> Sorted:
     """`fused_topk(..., renormalize=True)` (the workload's routing) and `moe_sorting` at `block_m`,
-    as `_fused_moe_impl` does; returns topk_ids and the sorted buffers."""
+    as `_fused_moe_impl` does."""
     import torch
 
     x = inputs["x"]
     topk_weights, topk_ids = fused_moe.fused_topk(x, inputs["router_logits"], top_k, True)
     sorted_ = fused_moe.moe_sorting(topk_ids, topk_weights, int(inputs["router_logits"].shape[1]), int(x.shape[1]),
                                     torch.bfloat16, block_m)
-    return topk_ids, Sorted(*sorted_)
+    return Sorted(*sorted_)
 
 
 def quantizer(aiter: ModuleType, fp8: bool) -> Callable:

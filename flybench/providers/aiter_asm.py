@@ -80,7 +80,7 @@ def _one_stage_runner(case: Case, inputs: Tensors) -> Runner:
     quantize, q_dtype = _aiter_moe.quantizer(aiter, fp8=True), weights["w1"].dtype
 
     def run() -> Tensors:
-        _, s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, ONE_STAGE_BLOCK_M)
+        s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, ONE_STAGE_BLOCK_M)
         a1, a1_scale = quantize(inputs["x"], quant_dtype=q_dtype, num_rows=None)
         aiter.fmoe_g1u1(s.out, a1, weights["w1"], weights["w2"], s.ids, s.weights, s.expert_ids, s.num_valid_ids,
                         top_k, a1_scale, weights["w1_scale"], weights["w2_scale"], "", fc2_smooth_scale=None,

@@ -119,7 +119,7 @@ def _two_stage_runner(case: Case, inputs: Tensors) -> Runner:
     silu = aiter.ActivationType.Silu
 
     def run() -> Tensors:
-        _, s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, stage["block_m"])
+        s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, stage["block_m"])
         a1, a1_scale = quantize(inputs["x"], quant_dtype=q_dtype)
         fused_moe.ck_moe_stage1(a1, weights["w1"], weights["w2"], s.ids, s.expert_ids, s.num_valid_ids, mid, top_k,
                                 a1_scale=a1_scale, w1_scale=weights["w1_scale"], kernelName="",

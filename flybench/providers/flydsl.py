@@ -257,6 +257,24 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     return run
 
 
+def a16wmix_calls(case: Case, routing: _moe_layout.SortedRouting, x: "torch.Tensor", w1: "torch.Tensor",
+                  w2: "torch.Tensor", no_scale: "torch.Tensor", mid: "torch.Tensor",
+                  out: "torch.Tensor") -> tuple[dict, dict]:
+    """Keyword arguments of `flydsl_a16w4_gemm1` and `flydsl_a16w4_gemm2` (moe_a16wmix_host.py) for a16w16,
+    as test_moe_gemm.py `_run_a16w4_moe_e2e` passes them with w_dtype="bf16"."""
+    p = case.shape
+    shared = {"sorted_expert_ids": routing.expert_ids, "cumsum_tensor": routing.num_valid_ids, "NE": p["experts"],
+              "D_HIDDEN": p["hidden"], "D_INTER": p["inter"], "topk": p["top_k"], "tile_m": A16WMIX_TILE_M,
+              "tile_k": 256, "w_dtype": "bf16", "use_csv_config": False}
+    stage1 = {"a_bf16": x, "w1_u8": w1, "w1_scale_u8": no_scale, "m_indices": routing.sorted_ids,
+              "inter_sorted_bf16": mid, "n_tokens": p["tokens"], "tile_n": 256 if p["inter"] % 256 == 0 else 128,
+              **shared}
+    stage2 = {"inter_sorted_bf16": mid, "w2_u8": w2, "w2_scale_u8": no_scale, "sorted_token_ids": routing.sorted_ids,
+              "sorted_weights": routing.sorted_weights, "flat_out": out, "M_logical": p["tokens"],
+              "max_sorted": int(mid.shape[0]), "tile_n": 256, **shared}
+    return stage1, stage2
+
+
 def _a16w16_runner(case: Case, inputs: Tensors) -> Runner:
     """bf16 MoE on moe_2stage_a16wmix: route, sort, stage 1 (gate+up, SiLU * up, bf16 rows by sorted
     position), stage 2 (down, routing weight, bf16 atomics into a zeroed output)."""
@@ -270,23 +288,17 @@ def _a16w16_runner(case: Case, inputs: Tensors) -> Runner:
     x = inputs["x"]
     w1, w2 = _moe_layout.preshuffle(inputs["w13"]), _moe_layout.preshuffle(inputs["w2"])
     no_scale = torch.zeros(1, dtype=torch.uint8, device=x.device)
-    slots = _moe_layout.capacity(t, top_k, experts, A16WMIX_TILE_M)[0]
-    mid = torch.empty((slots, inter), dtype=torch.bfloat16, device=x.device)
+    mid = torch.empty((_moe_layout.capacity(t, top_k, experts, A16WMIX_TILE_M)[0], inter), dtype=torch.bfloat16,
+                      device=x.device)
     out = torch.empty(t * h, dtype=torch.bfloat16, device=x.device)
-    shape = {"NE": experts, "D_HIDDEN": h, "D_INTER": inter, "topk": top_k, "tile_m": A16WMIX_TILE_M,
-             "tile_k": 256, "w_dtype": "bf16", "use_csv_config": False}
 
     def run() -> Tensors:
         weights, ids = route(inputs["router_logits"], top_k)
         routing = _moe_layout.sort_routing(ids, weights, experts, A16WMIX_TILE_M)
-        host.flydsl_a16w4_gemm1(a_bf16=x, w1_u8=w1, w1_scale_u8=no_scale, sorted_expert_ids=routing.expert_ids,
-                                cumsum_tensor=routing.num_valid_ids, m_indices=routing.sorted_ids,
-                                inter_sorted_bf16=mid, n_tokens=t, tile_n=256 if inter % 256 == 0 else 128, **shape)
+        stage1, stage2 = a16wmix_calls(case, routing, x, w1, w2, no_scale, mid, out)
+        host.flydsl_a16w4_gemm1(**stage1)
         out.zero_()
-        host.flydsl_a16w4_gemm2(inter_sorted_bf16=mid, w2_u8=w2, w2_scale_u8=no_scale,
-                                sorted_expert_ids=routing.expert_ids, cumsum_tensor=routing.num_valid_ids,
-                                sorted_token_ids=routing.sorted_ids, sorted_weights=routing.sorted_weights,
-                                flat_out=out, M_logical=t, max_sorted=slots, tile_n=256, **shape)
+        host.flydsl_a16w4_gemm2(**stage2)
         return {"out": out.view(t, h)}
 
     return run
