@@ -90,7 +90,9 @@ def mha_fwd_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
 
 def batch_prefill_call(case: Case, inputs: Tensors, cache: _paged_append.AppendedCache) -> tuple[tuple, dict]:
     """`aiter.mha_batch_prefill_func` over the appended cache (sglang page table, linear 4-D K/V);
-    with return_lse=True it returns (out [total_q, Hq, hd], lse [Hq, total_q])."""
+    with return_lse=True it returns (out [total_q, Hq, hd], lse [Hq, total_q]): mha_batch_prefill_fake_tensors
+    in aiter/ops/mha.py, and op_tests/test_batch_prefill.py compares it with per-sequence [Hq, seqlen_q]
+    references concatenated along dim 1."""
     args = (_paged_append.packed_queries(inputs), cache.k_cache, cache.v_cache, cache.cu_seqlens_q,
             cache.kv_indptr, cache.page_indices, cache.max_seqlen_q, cache.max_seqlen_k)
     kwargs = {"softmax_scale": attention_scale(case), "causal": case.shape["mask"] == "causal",
