@@ -21,6 +21,7 @@ from dashboard.frames import FLYBENCH, imported
 from flybench import envvars
 
 _ALTAIR_GLOBALS = threading.Lock()
+SVG_ROWS = 5000  # charts up to this many rows draw as SVG; bigger ones as canvas, which draws them faster
 FILL_COMMANDS = """\
 flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
 flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)
@@ -92,6 +93,8 @@ def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
         with alt.data_transformers.enable("flybench-named"), theme:
             spec = figure.to_dict(validate=os.environ.get(envvars.VALIDATE_CHARTS) == "1")
     spec["datasets"] = {**spec.get("datasets", {}), **datasets}
+    if sum(len(d) for d in datasets.values() if hasattr(d, "__len__")) <= SVG_ROWS:
+        spec["usermeta"] = {"embedOptions": {"renderer": "svg"}}  # readable to screen readers and to the tests
     return spec
 
 

@@ -114,6 +114,20 @@ def dash_db(tmp_path_factory: pytest.TempPathFactory) -> DashboardDB:
     return build_db(tmp_path_factory.getbasetemp())
 
 
+@pytest.fixture(scope="session")
+def ci_store(dash_db: DashboardDB, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture database plus FlyDSL's real CI history, imported as `flybench import flydsl-ci` does."""
+    from test_import_flydsl_ci import DATA as FLYDSL_CI
+
+    from flybench.importers.flydsl_ci import import_file
+
+    if not FLYDSL_CI.is_file():
+        pytest.skip(f"{FLYDSL_CI} not found (the shared data folder)")
+    db = Path(shutil.copy(dash_db.path, tmp_path_factory.mktemp("flydsl-ci") / "dashboard.duckdb"))
+    assert import_file(FLYDSL_CI, db).ok
+    return db
+
+
 def test_latest_cases_derive_rates_from_the_counts_and_keep_failures(dash_db: DashboardDB) -> None:
     latest = queries.latest_cases(dash_db.path, subject=PROJECT).set_index(["machine", "provider"])
     flydsl, torch = latest.loc[(MACHINE, "flydsl")], latest.loc[(MACHINE, "torch")]

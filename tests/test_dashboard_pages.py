@@ -20,13 +20,11 @@ import pandas as pd
 import pytest
 from fixtures.asv_project import MACHINE, PROJECT
 from streamlit.testing.v1 import AppTest
-from test_dashboard_db import FAILED_REASON, SECOND, DashboardDB, dash_db  # noqa: F401  (the fixture)
-from test_import_flydsl_ci import DATA as FLYDSL_CI
+from test_dashboard_db import FAILED_REASON, SECOND, DashboardDB, ci_store, dash_db  # noqa: F401  (fixtures)
 from test_import_flydsl_ci import records as flydsl_ci_records
 
 from dashboard import frames
 from flybench.benchmark_names import benchmark_name
-from flybench.importers.flydsl_ci import import_file
 from flybench.regress import RegressConfig
 from flybench.regress.report import value_text
 from flybench.store import connect
@@ -123,18 +121,8 @@ CI_CASE = ("flash_attn", "B16S8192H16Hkv16D128_causal", "bf16", "TFLOPS")
 CI_LABEL = "flash_attn · B16S8192H16Hkv16D128_causal · bf16"  # FlyDSL's own op name, not the workload
 
 
-@pytest.fixture(scope="module")
-def ci_store(dash_db: DashboardDB, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
-    """The fixture database plus FlyDSL's real CI history, imported as `flybench import flydsl-ci` does."""
-    if not FLYDSL_CI.is_file():
-        pytest.skip(f"{FLYDSL_CI} not found (the shared data folder)")
-    db = Path(shutil.copy(dash_db.path, tmp_path_factory.mktemp("flydsl-ci") / "dashboard.duckdb"))
-    assert import_file(FLYDSL_CI, db).ok
-    return db
-
-
 @pytest.fixture
-def ci_db(ci_store: Path, db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> Path:
+def ci_db(ci_store: Path, db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
     """`db`'s environment (asv config, chart validation), pointed at the database with the import."""
     monkeypatch.setenv("FLYBENCH_DB", str(ci_store))
     return ci_store

@@ -117,6 +117,42 @@ def load(page: Any, url: str, name: str, query: str = "", charts: int = 1, timeo
                   page.locator("[data-testid=stMainBlockContainer]").inner_text())
 
 
+@dataclass(frozen=True)
+class Drawn:
+    """What one SVG chart drew, read from Vega's scenegraph in the page."""
+
+    plot_heights: list[float]  # each plot area's (a facet's cell's) height in pixels
+    continuous_y: bool  # a value axis (linear, log) runs up the plot; False for heatmaps and bar lists
+    legends: list[list[str]]  # each symbol legend's labels as drawn (Vega ends a cut label with an ellipsis)
+    texts: list[str]  # every text the chart drew: axis labels, titles, legend labels
+
+
+_DRAWN = """() => [...document.querySelectorAll('.vega-embed svg')].map(svg => {
+    const cells = [...svg.querySelectorAll('g.mark-group.role-scope.cell > g > path.background')];
+    const areas = cells.length ? cells : [...svg.querySelectorAll('g.mark-group.role-frame.root > g > path.background')];
+    const yAxes = [...svg.querySelectorAll('g.role-axis[aria-label^="Y-axis"]')].map(a => a.getAttribute('aria-label'));
+    return {plot_heights: areas.map(p => p.getBBox().height),
+            continuous_y: yAxes.some(a => /linear|log|pow|sqrt|symlog/.test(a)),
+            legends: [...svg.querySelectorAll('g.mark-group.role-legend')]
+                .filter(g => g.querySelector('.role-legend-symbol')).map(
+                g => [...g.querySelectorAll('.role-legend-label text')].map(t => t.textContent)),
+            texts: [...svg.querySelectorAll('text')].map(t => t.textContent)};
+})"""
+
+
+def drawn(page: Any) -> list[Drawn]:
+    """Every SVG chart on the page (charts too big for SVG draw on a canvas and are not read)."""
+    return [Drawn(**chart) for chart in page.evaluate(_DRAWN)]
+
+
+def runs_rule(page: Any) -> str | None:
+    """The imported-runs choice the sidebar shows as selected, None where the page shows no such control."""
+    radios = page.locator("[data-testid=stSidebar] [data-testid=stRadio]").filter(has_text="Imported runs")
+    if not radios.count():
+        return None
+    return radios.first.locator("label:has(input:checked)").inner_text().strip()
+
+
 def screenshot(page: Any, path: Path, max_height: int = 6000) -> Path:
     """The whole page as PNG: Streamlit scrolls inside its main section, so the viewport grows to fit it."""
     path.parent.mkdir(parents=True, exist_ok=True)

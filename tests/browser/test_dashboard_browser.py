@@ -9,14 +9,22 @@ installs both.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dashboard_db import DashboardDB, dash_db  # noqa: F401  (the fixture)
+from test_dashboard_db import DashboardDB, ci_store, dash_db  # noqa: F401  (the fixtures)
 
-from browser.harness import PAGES, browser, chromium, load, screenshot, serve
+from browser.harness import PAGES, Loaded, browser, chromium, drawn, load, runs_rule, screenshot, serve
+
+MIN_PLOT_HEIGHT = 100  # px: a plot area flatter than this has been squeezed (by its legend, say)
+MAX_LEGEND = 12  # entries: a legend longer than this is a chart that should have been split
+FORBIDDEN = re.compile(r"\bNone\b|\bnan\b|0\.000000|\bNaT\b")  # what a person must never read on a page
+IMPORTED_PAGES = {"overview": ("", 2), "history": ("?benchmark=attention.FlydslCI.track_tflops", 1),
+                  "compare": ("", 1), "regressions": ("", 1), "resources": ("", 1), "roofline": ("", 0)}
+"""Pages on the fixture database plus FlyDSL's imported CI month: the query and the charts each must draw."""
 
 # Page -> (query string, charts it must draw on the fixture database; None: depends on the H200 results)
 EXPECTED: dict[str, tuple[str, int | None]] = {
@@ -39,15 +47,43 @@ def _require(what: str, present: bool) -> None:
 
 
 @pytest.fixture(scope="module")
-def session(dash_db: DashboardDB) -> Iterator[tuple[str, Any]]:  # noqa: F811
+def tab() -> Iterator[Any]:
+    """One headless Chromium page for the module (Playwright's sync API allows one instance at a time)."""
     executable = chromium()
     _require("Debian's chromium", executable is not None)
     try:
         import playwright  # noqa: F401
     except ImportError:
         _require("the playwright package", False)
-    with serve(dash_db.path, dash_db.asv_config) as url, browser(str(executable)) as page:
-        yield url, page
+    with browser(str(executable)) as page:
+        yield page
+
+
+@pytest.fixture(scope="module")
+def session(dash_db: DashboardDB, tab: Any) -> Iterator[tuple[str, Any]]:  # noqa: F811
+    with serve(dash_db.path, dash_db.asv_config) as url:
+        yield url, tab
+
+
+@pytest.fixture(scope="module")
+def imported_session(ci_store: Path, dash_db: DashboardDB, tab: Any) -> Iterator[tuple[str, Any]]:  # noqa: F811
+    with serve(ci_store, dash_db.asv_config) as url:
+        yield url, tab
+
+
+def readable(name: str, page: Any, loaded: Loaded) -> None:
+    """What a person sees is fit to read: no squeezed plot, no overlong or cut legend, no None or 0.000000."""
+    assert not loaded.exceptions, loaded.exceptions
+    for chart in drawn(page):
+        if chart.continuous_y:  # a heatmap of one row is short by right; a value axis squeezed flat is not
+            assert all(h >= MIN_PLOT_HEIGHT for h in chart.plot_heights), f"{name}: plot areas {chart.plot_heights} px"
+        for legend in chart.legends:
+            assert len(legend) <= MAX_LEGEND, f"{name}: a legend of {len(legend)} entries"
+            assert not any(label.endswith("…") for label in legend), f"{name}: legend labels cut: {legend}"
+        bad = [t for t in chart.texts if FORBIDDEN.search(t)]
+        assert not bad, f"{name}: the chart reads {bad[:5]}"
+    found = FORBIDDEN.findall(loaded.text)
+    assert not found, f"{name}: the page reads {found[:5]}"
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +100,29 @@ def test_page_renders_its_charts_without_exceptions(name: str, session: tuple[st
         charts = 1 if dash_db.has_h200 else 0
     loaded = load(page, url, name, query, charts)
     shot = screenshot(page, artifacts / f"{name}.png")
-    assert not loaded.exceptions, loaded.exceptions
     assert loaded.charts >= charts, f"{name}: {loaded.charts} charts drawn, expected {charts} (see {shot})"
     assert "Traceback" not in loaded.text and shot.stat().st_size > 10_000
+    readable(name, page, loaded)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_page_on_imported_data_is_readable_and_marks_every_import(name: str, imported_session: tuple[str, Any],
+                                                                  artifacts: Path) -> None:
+    url, page = imported_session
+    query, charts = IMPORTED_PAGES[name]
+    loaded = load(page, url, name, query, charts)
+    screenshot(page, artifacts / f"imported-{name}.png")
+    assert loaded.charts >= charts
+    readable(name, page, loaded)
+    assert runs_rule(page) == "main only"  # every page shows the rule, main only by default
+    shows_imports = any(t.endswith(" †") for chart in drawn(page) for t in chart.texts) or " †" in loaded.text
+    if shows_imports or name in ("overview", "history", "compare"):
+        assert "† Imported from flydsl-ci" in loaded.text, f"{name} shows imported values without the mark's note"
+
+
+@pytest.mark.parametrize("runs", ["pull requests", "all"])
+def test_every_page_agrees_on_the_imported_runs_rule(runs: str, imported_session: tuple[str, Any]) -> None:
+    url, page = imported_session
+    query = "?runs=" + runs.replace(" ", "+")
+    seen = {name: (load(page, url, name, query, 0), runs_rule(page))[1] for name in PAGES}
+    assert set(seen.values()) == {runs}, seen
