@@ -39,8 +39,11 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
     path = Path(db_path)
     if read_only:
         with _attached(path) as conn:
-            _check_ours(conn, path)
-            check_version(conn, path)
+            try:
+                check_version(conn, path)
+            except FlybenchError:
+                _check_ours(conn, path)  # another application's file gets that said, not advice to migrate it
+                raise
             conn.complete()  # the checks' last result ends here, so the caller may use relations too
             yield conn
         return
