@@ -115,8 +115,6 @@ def test_is_fault_tells_file_faults_from_bad_input() -> None:
     assert not is_fault(OSError(errno.ENOENT, "No such file or directory"))
 
 
-@pytest.mark.xfail(strict=True, reason="flybench/store/ingest.py's _Batch.store still records a full disk as one "
-                                       "file's error (exit 1); it must re-raise errors db.is_fault recognises")
 def test_a_full_disk_mid_ingest_stops_with_exit_2_and_the_next_run_stores_the_rest(
         results: Path, project: AsvProject, tmp_path: Path, capsys) -> None:
     db = tmp_path / "store.duckdb"

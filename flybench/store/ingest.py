@@ -40,7 +40,7 @@ from asv import util
 from flybench.errors import FlybenchError
 from flybench.store import heads, sidecar
 from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
-from flybench.store.db import DEFAULT_DB, connect
+from flybench.store.db import DEFAULT_DB, connect, is_fault
 from flybench.store.files import FileTracker, Fingerprint, fingerprint, read_fingerprinted
 
 RESULT_COLUMNS = (
@@ -594,6 +594,8 @@ class _Batch:
                 with _transaction(self._conn):
                     _store_files(self._conn, self._tracker, self.report.subject, [item], self._branch)
             except (*BAD_FILE, duckdb.Error) as exc:
+                if is_fault(exc):  # a full disk or a corrupt store is not this file's fault: stop, exit 2
+                    raise
                 failed[item.relpath] = FileError(str(item.path), f"{type(exc).__name__}: {exc}")
         for entry in entries:
             if isinstance(entry, FileError):
