@@ -17,7 +17,6 @@ from flybench.regress.report import (
     MARKDOWN_LIMIT,
     comment_marker,
     from_json,
-    main,
     markdown,
     print_rich,
     terminal,
@@ -190,6 +189,12 @@ def test_json_keeps_every_case_and_reads_back(big: Comparison) -> None:
 
 
 def test_the_saved_json_renders_again(big: Comparison, tmp_path: Path, capsys) -> None:
+    """`flybench render`, as the pull-request workflow calls it."""
+    from flybench.cli import main as flybench
+
+    def main(argv: list[str]) -> int:
+        return flybench(["render", *argv])
+
     saved = tmp_path / "compare.json"
     saved.write_text(to_json(big))
     out = tmp_path / "resources.md"
@@ -202,6 +207,7 @@ def test_the_saved_json_renders_again(big: Comparison, tmp_path: Path, capsys) -
     (tmp_path / "bad.json").write_text("[]")
     assert main([str(tmp_path / "bad.json")]) == 2
     assert "not a comparison" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.json")]) == 2 and "cannot read" in capsys.readouterr().err
 
 
 def run_record(case: str, provider: str, status: str = "ok", reason: str | None = None) -> records.CaseRecord:

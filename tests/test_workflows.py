@@ -24,8 +24,8 @@ from flybench.regress.config import load_config
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 EXPRESSION = re.compile(r"\$\{\{[^}]*\}\}|\$\([^)]*\)|\"?\$\{?[A-Z_]+\}?\"?")
-RENDER = "from flybench.regress.report import main; raise SystemExit(main())"
-"""What `python -c` runs to render a saved JSON comparison again (the comment, the job summary)."""
+RENDER = ["flybench", "render"]
+"""The command that renders a saved JSON comparison again (the comment, the job summary)."""
 
 
 def run_blocks(path: Path) -> list[str]:
@@ -98,9 +98,6 @@ def test_every_command_exists_and_its_arguments_parse(where, words):
         assert words[3] in ("run", "machine"), words
         if "--bench" in words:
             assert (ROOT / "benchmarks" / f"{words[words.index('--bench') + 1]}.py").is_file()
-    elif words[1] == "-c":
-        assert words[2] == RENDER, words
-        report.build_parser().parse_args(words[3:])
     else:
         pytest.fail(f"{where}: unknown command {' '.join(words)}")
 
@@ -136,7 +133,7 @@ def only(found: list) -> Any:
 @pytest.mark.parametrize("job", sorted(pr_jobs()))
 def test_pull_request_comment_is_found_by_the_marker_its_report_starts_with(job):
     steps = pr_jobs()[job]
-    renders = [words for step in steps for words in step_commands(step) if words[1:3] == ["-c", RENDER]]
+    renders = [words for step in steps for words in step_commands(step) if words[:2] == RENDER]
     comment_file = only([option(w, "--output") for w in renders if "--limit" not in w])
     name = only(sorted({option(w, "--comment-name", "") for w in renders}))
     comment = only([s for s in steps if "gh api" in s.get("run", "")])
@@ -151,7 +148,7 @@ def test_pull_request_comment_is_found_by_the_marker_its_report_starts_with(job)
 
 def test_pull_request_jobs_keep_their_own_comment():
     names = [option(w, "--comment-name", "") for steps in pr_jobs().values() for step in steps
-             for w in step_commands(step) if w[1:3] == ["-c", RENDER] and "--limit" not in w]
+             for w in step_commands(step) if w[:2] == RENDER and "--limit" not in w]
     assert len(names) == len(set(names)) == len(pr_jobs()) >= 2
 
 
@@ -163,9 +160,9 @@ def test_pull_request_uploads_the_json_report_and_writes_the_job_summary(job):
     saved = option(compare, "--output")
     upload = only([s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")])
     assert upload["with"]["path"] == saved
-    renders = [w for s in steps for w in step_commands(s) if w[1:3] == ["-c", RENDER]]
-    assert {w[3] for w in renders} == {saved}
-    run = only([s["run"] for s in steps if any(w[1:3] == ["-c", RENDER] for w in step_commands(s))])
+    renders = [w for s in steps for w in step_commands(s) if w[:2] == RENDER]
+    assert {w[2] for w in renders} == {saved}
+    run = only([s["run"] for s in steps if any(w[:2] == RENDER for w in step_commands(s))])
     assert f"steps.{upload['id']}.outputs.artifact-url" in run and run.count("--full-report-url") == len(renders)
     summary = only([w for w in renders if "--limit" in w])
     assert report.MARKDOWN_LIMIT < int(option(summary, "--limit")) <= 1024 * 1024  # the job summary holds 1 MiB
@@ -180,7 +177,7 @@ def test_pull_request_check_tells_bad_input_from_a_regression(job):
     reported = "steps.compare.outputs.status == '0' || steps.compare.outputs.status == '1'"
     for step in steps[steps.index(compare) + 1:]:
         if "upload-artifact" in step.get("uses", "") or "gh api" in step.get("run", "") \
-                or RENDER in step.get("run", ""):
+                or " ".join(RENDER) in step.get("run", ""):
             assert step["if"] == reported, step  # a report exists only when compare got that far
     bad = only([s for s in steps if s.get("if") == "steps.compare.outputs.status != '0' && "
                                                    "steps.compare.outputs.status != '1'"])
@@ -199,11 +196,11 @@ def test_the_render_commands_run(tmp_path):
                       "py", "seconds", 1e-3, 2e-3, "regression", "ci-99")
     comparison = Comparison("pr-runner", "a" * 40, "b" * 40, 0.002, [case])
     for steps in pr_jobs().values():
-        for words in [w for s in steps for w in step_commands(s) if w[1:3] == ["-c", RENDER]]:
-            (tmp_path / words[3]).write_text(report.to_json(comparison))
-            args = [("https://example.invalid/artifact" if word == "X" else word) for word in words[3:]]
-            done = subprocess.run([sys.executable, "-c", RENDER, *args], cwd=tmp_path, capture_output=True, text=True,
-                                  check=False)
+        for words in [w for s in steps for w in step_commands(s) if w[:2] == RENDER]:
+            (tmp_path / words[2]).write_text(report.to_json(comparison))
+            args = [("https://example.invalid/artifact" if word == "X" else word) for word in words[2:]]
+            done = subprocess.run([sys.executable, "-m", "flybench", "render", *args], cwd=tmp_path,
+                                  capture_output=True, text=True, check=False)
             assert done.returncode == 0, done.stderr
             text = (tmp_path / option(words, "--output")).read_text()
             assert text.startswith(report.comment_marker(option(words, "--comment-name", "")) + "\n")

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from flybench.errors import FlybenchError
 
-FIRST = ("run", "ingest", "compare", "regressions", "bisect", "accept", "dashboard")
+FIRST = ("run", "ingest", "compare", "render", "regressions", "bisect", "accept", "dashboard")
 """Verbs listed first in --help, in the order of the data flow; the rest follow alphabetically."""
 
 _FIRST_LINE = re.compile(r'"""`flybench ([a-z][a-z-]*)[^`]*`: (.+?)\.?(?:""")?\s*$')

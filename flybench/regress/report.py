@@ -15,7 +15,6 @@ the JSON report is uploaded.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import math
@@ -484,34 +483,3 @@ def _plural(n: int, noun: str) -> str:
 def _with_context(case: CaseResult) -> CaseResult:
     """JSON has no tuples: the context pairs come back as lists."""
     return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()})
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="flybench.regress.report",
-        description="Render a comparison saved by `flybench compare --format json` again: the pull-request "
-                    "comment (under --limit bytes, pointing to --full-report-url when rows are left out), the "
-                    "job summary, or a terminal table.")
-    parser.add_argument("report", type=Path, help="the JSON report")
-    parser.add_argument("--format", choices=FORMATS, default="markdown")
-    parser.add_argument("--output", type=Path, help="write here instead of stdout")
-    parser.add_argument("--limit", type=int, default=MARKDOWN_LIMIT,
-                        help=f"the markdown stays under this many bytes (default {MARKDOWN_LIMIT:,}; a GitHub "
-                             "comment holds 65,536 characters, a job summary 1 MiB)")
-    parser.add_argument("--full-report-url", help="where the full JSON report is (the uploaded artifact's URL)")
-    parser.add_argument("--comment-name", default="",
-                        help="a marker of its own, for a second comment on the same pull request")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Exit status 0, or 2 when the report cannot be read (a regression does not fail a re-rendering)."""
-    args = build_parser().parse_args(argv)
-    try:
-        comparison = from_json(args.report.read_text(encoding="utf-8"))
-    except (OSError, FlybenchError) as exc:
-        print(f"error: {args.report}: {exc}", file=sys.stderr)
-        return 2
-    write(comparison, args.format, args.output, limit=args.limit, full_report=args.full_report_url,
-          marker=comment_marker(args.comment_name))
-    return 0

@@ -1,0 +1,44 @@
+"""`flybench render REPORT.json`: render a comparison saved by `flybench compare --format json` again.
+
+The pull-request workflow saves one JSON comparison and renders it twice:
+the comment (under --limit characters, pointing to --full-report-url when
+rows are left out) and the job summary. A regression does not fail a
+rendering: exit 0, or 2 when the report cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from flybench.cli._output import output_path
+from flybench.errors import FlybenchError
+from flybench.regress import report
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "render", help="render a saved JSON comparison again (PR comment, job summary, terminal)",
+        description="Render a comparison saved by `flybench compare --format json` again: the pull-request "
+                    "comment (under --limit characters, pointing to --full-report-url when rows are left out), "
+                    "the job summary, or a terminal table. Exit status: 0, or 2 when the report cannot be read.")
+    parser.add_argument("report", type=Path, help="the JSON report")
+    parser.add_argument("--format", choices=report.FORMATS, default="markdown")
+    parser.add_argument("--output", type=output_path, help="write here instead of stdout")
+    parser.add_argument("--limit", type=int, default=report.MARKDOWN_LIMIT,
+                        help=f"the markdown stays under this many characters (default {report.MARKDOWN_LIMIT:,}; "
+                             "a GitHub comment holds 65,536, a job summary 1 MiB)")
+    parser.add_argument("--full-report-url", help="where the full JSON report is (the uploaded artifact's URL)")
+    parser.add_argument("--comment-name", default="",
+                        help="a marker of its own, for a second comment on the same pull request")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        comparison = report.from_json(args.report.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FlybenchError(f"cannot read {args.report}: {exc.strerror or exc}") from exc
+    report.write(comparison, args.format, args.output, limit=args.limit, full_report=args.full_report_url,
+                 marker=report.comment_marker(args.comment_name))
+    return 0
