@@ -105,8 +105,9 @@ def load(page: Any, url: str, name: str, query: str = "", charts: int = 1, timeo
     """Open one page and wait until its script finished and at least `charts` charts are drawn."""
     page.goto(f"{url}/{PAGES[name]}{query}", wait_until="domcontentloaded")
     page.wait_for_selector("[data-testid=stMainBlockContainer] h1", timeout=timeout_ms)
-    page.wait_for_function(  # the status widget shows "Running..." until the script ends
-        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout_ms)
+    page.wait_for_function(  # the app says when its script has ended; the status widget may lag behind
+        "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"
+        " && !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout_ms)
     embeds = page.locator(".vega-embed")  # locators see into the shadow DOM where Vega draws
     deadline = time.monotonic() + timeout_ms / 1000
     while embeds.count() < charts and time.monotonic() < deadline:
