@@ -301,7 +301,8 @@ def test_missing_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("FLYBENCH_DB", str(tmp_path / "none.duckdb"))
     at = open_page(tmp_path / "none.duckdb", page)
     assert any("Nothing to show yet" in i for i in texts(at, "info"))
-    assert any("flybench ingest" in c.value for c in at.code) and not charts(at)
+    assert any("flybench ingest" in c.value and "flybench import flydsl-ci" in c.value for c in at.code)
+    assert not charts(at)
 
 
 def test_empty_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -325,3 +326,49 @@ def test_database_locked_by_a_writer_says_busy(dash_db: DashboardDB, tmp_path: P
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_bare_duckdb_file_reads_as_empty_not_as_an_old_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import duckdb
+
+    duckdb.connect(str(tmp_path / "bare.duckdb")).close()  # a file with no table at all
+    monkeypatch.setenv("FLYBENCH_DB", str(tmp_path / "bare.duckdb"))
+    at = open_page(tmp_path / "bare.duckdb")
+    assert any("holds no results yet" in i for i in texts(at, "info"))
+    assert not any("schema" in t for kind in ("info", "warning") for t in texts(at, kind))
+
+
+def test_a_url_filter_with_no_results_says_so_instead_of_showing_the_rest(db: DashboardDB) -> None:
+    at = open_page(db.path, "roofline", arch="gfx1100")
+    (warning,) = texts(at, "warning")
+    assert warning.startswith("Architecture gfx1100: nothing on this page for it") and not charts(at)
+
+
+def test_compare_refuses_a_commit_against_itself(db: DashboardDB) -> None:
+    head = db.project.commits[3][:8]
+    at = open_page(db.path, "compare", repo=PROJECT, machine_a=MACHINE, base=head, head=head)
+    assert texts(at, "info") == ["Base and head are the same commit: pick two different ones."]
+    assert not any("improvement" in m and not m.startswith("**0") for m in texts(at, "markdown")) and not charts(at)
+
+
+def test_compare_opens_on_two_commits_that_share_cases(ci_db: Path) -> None:
+    at = open_page(ci_db, "compare")
+    assert at.selectbox(key="repo").value == "flydsl"  # measured on the most architectures
+    summary = next(m for m in texts(at, "markdown") if " on linux-flydsl-" in m)
+    assert " 0 unchanged" not in summary and "unchanged" in summary  # the two share measured cases
+    machines = open_page(ci_db, "compare", mode="two machines")
+    assert (machines.selectbox(key="machine_a").value, machines.selectbox(key="machine_b").value) == (
+        "linux-flydsl-mi325-1", "linux-flydsl-mi355-1")  # gfx942 against gfx950
+    table = frame(machines, "verdict")
+    marked = table[table["base_text"] != "n/a †"]
+    assert marked["base_text"].str.endswith(" †").all() and marked["head_text"].str.endswith(" †").all()
+
+
+def test_regressions_mark_imports_follow_the_runs_rule_and_leave_compile_durations_out(ci_db: Path) -> None:
+    main = frame(open_page(ci_db, "regressions"), "commits")
+    imported = main[main["machine"].str.startswith("linux-flydsl")]
+    assert len(imported) and imported["base_text"].str.endswith(" †").all()
+    assert set(imported["run"]) <= {"main"}  # main only by default: no step whose first bad commit is a PR's
+    assert not main["benchmark"].str.endswith(".track_compile_time").any()
+    everything = frame(open_page(ci_db, "regressions", runs="all"), "commits")
+    assert len(everything) >= len(main)
