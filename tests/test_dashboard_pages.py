@@ -15,6 +15,7 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
@@ -164,6 +165,11 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     assert (case["unit"], case["gfx942"], case["gfx950"]) == (  # one spelling of the unit on every page
         "TFLOP/s", f"{value_text(gfx942, 'TFLOP/s')} †", f"{value_text(gfx950, 'TFLOP/s')} †")
     assert case["ratio"] == pytest.approx(gfx950 / gfx942) and case["ratio"] > 1  # TFLOP/s: gfx950 / gfx942
+    link = parse_qs(urlsplit(case["history"]).query)  # the row links to its case's History
+    assert urlsplit(case["history"]).path == "history" and link["benchmark"] == ["attention.FlydslCI.track_tflops"]
+    history = open_page(ci_db, "history", **{k: v[0] for k, v in link.items()})
+    assert texts(history, "header") == [f"attention · {link['params'][0]} · flydsl"]
+    assert {"gfx942 · linux-flydsl-mi325-1 †", "gfx950 · linux-flydsl-mi355-1 †"} <= set(frame(history, "panel")["panel"])
     shown = table[["gfx942", "gfx950"]].stack()
     shown = shown[shown != ""]  # a case may be measured on one of them only: the other cell is blank
     assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark

@@ -33,6 +33,7 @@ SPEEDUP_TOOLTIP = ["section:N", "label:N", "provider:N", "baseline:N", alt.Toolt
                    alt.Tooltip("roofline_fraction_base:Q", format=".1%", title="baseline's roofline"), "provenance:N"]
 SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}  # how a section names an importer's `source`
 RATIO = ("gfx950", "gfx942")  # an imported case's architectures: head / base, above 1 = head faster
+HISTORY = st.column_config.LinkColumn("history", display_text="open")
 FOREIGN_COLUMNS = ["label", "machine", "shown", "unit", "status", "why", "commit_hash", "commit_date", "provenance"]
 
 
@@ -155,8 +156,9 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
                "which may be of another commit (see the hover).")
     arch_ratios(wide, head, base, source)
     wide["unit"] = wide["unit"].map(frames.unit_label)
-    ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio"], column_config={
-        "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×")})
+    wide["history"] = history_links(wide)
+    ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio", "history"], column_config={
+        "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×"), "history": HISTORY})
     ui.provenance_note(newest)
 
 
@@ -184,9 +186,16 @@ def foreign_results(allowed: pd.DataFrame) -> None:
     st.header("Other benchmarks", divider="gray")
     st.caption("Benchmarks outside flybench's case suites, named as their asv suite names them: the newest value "
                "of each series, in the unit its benchmark definition gives.")
-    ui.table(newest, "foreign", FOREIGN_COLUMNS, column_config={"shown": "newest value",
-                                                               "commit_hash": "commit", "commit_date": "date"})
+    newest["history"] = history_links(newest)
+    ui.table(newest, "foreign", [*FOREIGN_COLUMNS, "history"], column_config={
+        "shown": "newest value", "commit_hash": "commit", "commit_date": "date", "history": HISTORY})
     ui.provenance_note(newest)
+
+
+def history_links(rows: pd.DataFrame) -> list[str]:
+    """Each row's case on the History page."""
+    return [ui.history_link(s, b, frames.case_text(p)) for s, b, p in zip(rows["subject"], rows["benchmark"],
+                                                                          rows["params"])]
 
 
 main()
