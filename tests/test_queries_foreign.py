@@ -15,6 +15,7 @@ from fixtures.asv_files import COMMIT, MACHINE, benchmarks_json, machine_json, r
 from streamlit.testing.v1 import AppTest
 
 from flybench.benchmark_names import is_own, workload_of
+from flybench.importers.flydsl_ci.mapping import benchmark_name as flydsl_ci_name
 from flybench.store import ingest, queries
 
 SECOND = "b" * 40
@@ -52,6 +53,7 @@ def test_names_that_flybench_did_not_write_are_their_own_workload() -> None:
     assert workload_of("attention.Quick.track_time") == "attention"
     assert workload_of("compile_metrics.Amd.track_vgprs") == "compile_metrics"
     assert workload_of("flash_attn.FlydslCI.track_tflops") == "flash_attn"
+    assert is_own(flydsl_ci_name("flash_attn", "TFLOPS"))  # the importer's names stay flybench's own
 
 
 def test_facets_keep_each_foreign_name_as_it_is(foreign_db: Path) -> None:
