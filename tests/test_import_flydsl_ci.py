@@ -11,6 +11,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -93,7 +94,16 @@ def test_ops_and_shapes_map_onto_workloads(full: Path) -> None:
         assert mapped.params == {"case": shape, "provider": "flydsl", "dtype": "bf16"}
         assert mapped.shape == attention.case(shape).shape
     moe = map_case("moe_gemm2_atomic", "t64-d6144x1024-e128k8", "fp8", "TFLOPS")
-    assert (moe.workload, moe.params["kernel"]) == ("moe", "moe_gemm2_atomic")
+    assert (moe.workload, moe.params["case"], moe.params["kernel"]) == (
+        "moe_stage", "t64-d6144x1024-e128k8-s2", "moe_gemm2_atomic")
+    stages = get_workload("moe_stage")
+    for op in ("moe_gemm1", "moe_gemm2_atomic", "moe_gemm2_reduce"):  # FlyDSL's fp8 stages are flybench cases
+        for shape in ("t64-d6144x1024-e128k8", "t32768-d8192x8192-e16k4"):
+            mapped = map_case(op, shape, "fp8", "TFLOPS")
+            assert stages.case(mapped.params["case"]).shape.items() <= mapped.shape.items()
+    mla = map_case("mla", "B32C8192", "fp8", "TFLOPS")
+    assert (mla.benchmark, mla.params["case"]) == ("mla_decode.FlydslCI.track_tflops", "B32C8192")
+    assert mla.shape == get_workload("mla_decode").case("B32C8192").shape
     assert moe.shape == {"tokens": 64, "hidden": 6144, "inter": 1024, "experts": 128, "top_k": 8, "stage": 2,
                          "variant": "atomic", "family": ""}
     assert map_case("moe_gemm1", "t64-d6144x1024-e128k8", "fp8", "TFLOPS").shape["stage"] == 1
@@ -111,7 +121,10 @@ def test_ops_and_shapes_map_onto_workloads(full: Path) -> None:
                                   "FROM results GROUP BY ALL")
     where = {op: set(group["workload"]) for op, group in landed.groupby("op")}
     assert where["flash_attn"] == {"attention"} and where["gemm"] == {"gemm"} and where["hgemm"] == {"hgemm"}
-    assert all(where[op] == {"moe"} for op in where if op.startswith("moe_"))
+    stage_ops = [op for op in where if re.fullmatch(r"moe_(\w+_)?(s|gemm)[12](_atomic|_reduce)?", op)]
+    assert {"moe_gemm1", "moe_gemm2_atomic", "moe_fp4_s1", "moe_w4a16_s2_reduce"} <= set(stage_ops)
+    assert all(where[op] == {"moe_stage"} for op in stage_ops)
+    assert where["moe_fp4"] == {"moe"} and where["mla"] == {"mla_decode"}
 
 
 def test_series_heads_hold_the_newest_imported_row_of_every_series(full: Path) -> None:

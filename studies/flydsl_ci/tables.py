@@ -21,6 +21,7 @@ from flybench.importers.flydsl_ci.derive import MAIN_ENV, SOURCE
 from flybench.regress import RegressConfig, find_regressions
 from flybench.regress.history import MAD_TO_SIGMA
 from flybench.store import queries
+from flybench.workloads import WORKLOADS
 from studies.flydsl_ci.data import History
 from studies.flydsl_ci.flags import VERDICTS, Judged
 from studies.flydsl_ci.steps import Alert, aa_band, evidence, relative_noise
@@ -58,8 +59,8 @@ def import_summary(db: Path, subject: str, history: History) -> dict[str, Any]:
         "flagged": int(sum(json.loads(r)["regression"] for r in records["record"])),
         "commits": len(commits), "runs": records["run_id"].nunique(), "runners": records["runner"].nunique(),
         "rows": len(results), "reruns": len(records) - len(results),
-        "mapped": tally({w: int(n) for w, n in Counter(workloads).items() if w in ("attention", "moe", "gemm")}),
-        "own_names": int(sum(n for w, n in Counter(workloads).items() if w not in ("attention", "moe", "gemm"))),
+        "mapped": tally({w: int(n) for w, n in Counter(workloads).items() if w in WORKLOADS}),
+        "own_names": int(sum(n for w, n in Counter(workloads).items() if w not in WORKLOADS)),
         "contexts": tally(Counter(results["run_context"])),
         "pr_null_commits": len(pr_null), "pr_null_on_main": len(pr_null & main),
         "pr_null_not_in_clone": int(sum((commits["ordered_by"] == "ci-timestamp") & commits["hash"].isin(pr_null))),

@@ -67,7 +67,7 @@ TFLOPS = "TFLOPS"
 ABSOLUTE_TFLOPS = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 80.0, 100.0)
 """Per-unit absolute floors swept for TFLOPS, the unit of every label (TB/s and speedup keep none)."""
 FAMILIES = {
-    "attention": "attention.FlydslCI.*", "moe": "moe.FlydslCI.*", "mla": "mla.FlydslCI.*",
+    "attention": "attention.FlydslCI.*", "moe": "moe*.FlydslCI.*", "mla": "mla_decode.FlydslCI.*",
     "hgemm": "hgemm.FlydslCI.*", "gemm_async": "gemm_async.FlydslCI.*",
     "small gemm": "gemm.FlydslCI.*(*x2112x7168*",
 }

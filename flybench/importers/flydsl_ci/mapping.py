@@ -4,13 +4,16 @@
   same name (flybench's attention catalog uses FlyDSL's naming), shape parsed
   into the catalog's keys (batch, seq, heads, kv_heads, head_dim, causal, scale).
 - `moe_gemm1`, `moe_gemm2_atomic|reduce` and the quantised families
-  (`moe_fp4_s1`, `moe_a8w4_s2_reduce`, ...) -> workload `moe`, one stage each;
-  `t16-d7168x256-e257k9` -> tokens, hidden, inter, experts, top_k. A bare
-  family name (`moe_fp4`) is FlyDSL's row for a whole skipped MoE test.
+  (`moe_fp4_s1`, `moe_a8w4_s2_reduce`, ...) -> workload `moe_stage`, case
+  `<shape>-s<stage>` as flybench names its stage cases (the kernel, FlyDSL's
+  op, tells atomic from reduce); `t16-d7168x256-e257k9` -> tokens, hidden,
+  inter, experts, top_k. A bare family name (`moe_fp4`) is FlyDSL's row for a
+  whole skipped MoE test: workload `moe`, case the shape.
+- `mla` `B32C8192` -> workload `mla_decode`, case of the same name.
 - `gemm` `8192x8192x8192_tile128x256x128` -> workload `gemm`, case `MxNxK`,
   the tile suffix as `config`.
 
-Everything else (hgemm, gemm_async, fp8_gemm, mla, norms, softmax, ...) keeps
+Everything else (hgemm, gemm_async, fp8_gemm, norms, softmax, ...) keeps
 its FlyDSL name, as does an op whose shape string does not parse: a mapping
 that has to guess is worse than none.
 """
@@ -21,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from flybench.workloads import mla_decode
+
 SUITE = "FlydslCI"
 """The middle part of every imported benchmark name: `attention.FlydslCI.track_tflops`."""
 PROVIDER = "flydsl"
@@ -30,6 +35,7 @@ _ATTENTION = re.compile(r"B(\d+)S(\d+)H(\d+)Hkv(\d+)D(\d+)_(causal|nocausal)")
 _MOE_STAGE = re.compile(r"moe_(?:(?P<family>[a-z0-9]+)_)?(?:gemm|s)(?P<stage>[12])(?:_(?P<variant>atomic|reduce))?")
 _MOE_WHOLE = re.compile(r"moe_(?P<family>[a-z0-9]+)")
 _MOE_SHAPE = re.compile(r"t(\d+)-d(\d+)x(\d+)-e(\d+)k(\d+)")
+_MLA_SHAPE = re.compile(r"B(\d+)C(\d+)")
 _GEMM_SHAPE = re.compile(r"(\d+)x(\d+)x(\d+)(?:_(?P<config>.+))?")
 
 
@@ -50,7 +56,7 @@ def benchmark_name(name: str, metric: str) -> str:
 
 def map_case(op: str, shape: str, dtype: str, metric: str) -> Mapping:
     """The flybench identity of one FlyDSL case (the metric must be one of METRIC_SLUGS)."""
-    for mapper in (_attention, _moe, _gemm):
+    for mapper in (_attention, _moe, _mla, _gemm):
         found = mapper(op, shape)
         if found is not None:
             workload, case, extra, parsed = found
@@ -82,9 +88,19 @@ def _moe(op: str, shape: str) -> Found:
     parsed: dict[str, Any] = {"tokens": tokens, "hidden": hidden, "inter": inter, "experts": experts, "top_k": top_k}
     if stage:
         parsed |= {"stage": int(stage["stage"]), "variant": stage["variant"] or "", "family": stage["family"] or ""}
-    else:
-        parsed |= {"stage": None, "variant": "", "family": whole["family"]}  # type: ignore[index]
+        return "moe_stage", f"{shape}-s{stage['stage']}", {"kernel": op}, parsed
+    parsed |= {"stage": None, "variant": "", "family": whole["family"]}  # type: ignore[index]
     return "moe", shape, {"kernel": op}, parsed
+
+
+def _mla(op: str, shape: str) -> Found:
+    match = _MLA_SHAPE.fullmatch(shape)
+    if op != "mla" or not match:
+        return None
+    batch, context = map(int, match.groups())
+    return "mla_decode", shape, {}, {"batch": batch, "context": context, "heads": mla_decode.HEADS,
+                                     "kv_lora": mla_decode.KV_LORA, "rope": mla_decode.ROPE,
+                                     "scale": mla_decode.QK_DIM**-0.5}
 
 
 def _gemm(op: str, shape: str) -> Found:
