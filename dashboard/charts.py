@@ -30,16 +30,18 @@ def _valid(field: str) -> str:
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: alt.Scale,
-            dark: str, tooltip: list[alt.Tooltip | str], section: str = "section") -> alt.FacetChart:
+            dark: str, tooltip: list[alt.Tooltip | str], section: str = "section", x_first: str | None = None,
+            cell_width: int = 140) -> alt.FacetChart:
     """Cells coloured by `color` and labelled with `shown`, one panel per `section` (a machine); a cell
-    without a valid value is grey.
+    without a valid value is grey. The column `x_first` (if any) leads, the others follow in order.
 
     One faceted chart instead of one chart per machine: a page's cost grows
     with its number of charts, not with its number of cells. `dark` is a Vega
     expression on `datum` saying where the label must be white.
     """
     base = alt.Chart(frame).encode(
-        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(orient="top", labelAngle=0, labelLimit=200)),
+        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(orient="top", labelAngle=0, labelLimit=200),
+                sort=sorted(set(frame[x]), key=lambda v: (v != x_first, str(v)))),
         y=alt.Y(f"{y}:N", title=None, axis=alt.Axis(labelLimit=420)),
         tooltip=tooltip,
     )
@@ -52,7 +54,7 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: 
     text = base.mark_text(fontSize=12).encode(
         text="shown:N",
         color=alt.when(f"{valid} && ({dark})").then(alt.value("white")).otherwise(alt.value("black")))
-    return (empty + cells + text).properties(height=alt.Step(30), width=alt.Step(140)).facet(
+    return (empty + cells + text).properties(height=alt.Step(30), width=alt.Step(cell_width)).facet(
         row=alt.Row(f"{section}:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
                                                                   labelFontSize=15, labelFontWeight="bold")),
     ).resolve_scale(x="independent", y="independent")

@@ -1,0 +1,48 @@
+"""The Overview's arithmetic and names without an app: speedups against the best baseline, provider labels."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from dashboard import frames
+from dashboard.names import PROVIDER_LABELS, provider_label
+from flybench.providers import provider_names
+
+
+def latest(times: dict[str, float], status: dict[str, str] | None = None) -> pd.DataFrame:
+    """One gemm case on one machine, measured by each provider in `times` (seconds)."""
+    status = status or {}
+    return pd.DataFrame([
+        {"subject": "s", "machine": "m-gfx950", "arch": "gfx950", "workload": "moe", "shape_set": "Quick",
+         "case": "c1", "dtype": "bf16", "provider": p, "value": t, "status": status.get(p, "ok"), "reason": None,
+         "unit": "seconds", "roofline_fraction": None, "commit_hash": "abc", "section": "gfx950 · m-gfx950",
+         "commit_date": pd.Timestamp("2026-07-01"), "source": None}
+        for p, t in times.items()])
+
+
+def test_speedup_against_the_best_baseline_names_it_and_counts_the_others() -> None:
+    """The fastest baseline is neither the first listed nor the first by name: rocblas at 1.8 ms of three."""
+    pairs = frames.speedup_pairs(latest({"flydsl": 1.0e-3, "torch": 3.0e-3, "rocblas": 1.8e-3, "ck": 2.5e-3}))
+    flydsl = pairs[pairs["provider"] == "flydsl"]
+    [best] = frames.best_baseline(flydsl).to_dict("records")
+    assert best["baseline"] == "rocblas" and best["best_of"] == 3 and best["speedup"] == pytest.approx(1.8)
+    assert best["shown"] == "1.80× vs rocBLAS loop (best of 3)" and best["baseline_label"] == frames.BEST
+    each = flydsl.set_index("baseline")["shown"].to_dict()
+    assert each == {"torch": "3.00×", "rocblas": "1.80×", "ck": "2.50×"}  # and against each one
+
+
+def test_a_failed_baseline_is_not_the_best_and_one_baseline_has_no_best() -> None:
+    pairs = frames.speedup_pairs(latest({"flydsl": 1.0e-3, "torch": 3.0e-3, "rocblas": 0.5e-3, "ck": 2.5e-3},
+                                        status={"rocblas": "failed"}))
+    [best] = frames.best_baseline(pairs[pairs["provider"] == "flydsl"]).to_dict("records")
+    assert best["shown"] == "2.50× vs CK (AITER) (best of 2)"
+    single = frames.speedup_pairs(latest({"flydsl": 1.0e-3, "torch": 3.0e-3}))
+    assert frames.best_baseline(single[single["provider"] == "flydsl"]).empty
+
+
+def test_every_registered_provider_has_a_display_label() -> None:
+    missing = [p for p in provider_names() if p not in PROVIDER_LABELS]
+    assert not missing, f"providers without a label in dashboard/names.py: {missing}"
+    assert provider_label("torch") == "torch (SDPA / grouped GEMM)" and provider_label("cublas") == "cuBLAS loop"
+    assert provider_label("someone-elses") == "someone-elses"
