@@ -15,7 +15,7 @@ import pandas as pd
 
 
 MISSING = "#dddddd"
-HISTORY_FIELDS = ["panel", "series", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
+HISTORY_FIELDS = ["panel", "series", "provider", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
                   "provenance", "run"]
 PANEL_HEIGHT = 200
 PANEL_WIDTH = 720
@@ -84,7 +84,8 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale,
               axis=alt.Axis(format="~g", tickCount=5))
-    tooltip = [alt.Tooltip("series:N", title="provider"), alt.Tooltip("panel:N", title="machine"),
+    tooltip = [alt.Tooltip("series:N", title="provider"), alt.Tooltip("provider:N", title="provider id"),
+               alt.Tooltip("panel:N", title="machine"),
                alt.Tooltip("short:N", title="commit"),
                alt.Tooltip("commit_date:T", title="date", format="%Y-%m-%d %H:%M"), alt.Tooltip("run:N"),
                alt.Tooltip("message:N"), alt.Tooltip("y:Q", title=f"value ({unit_label})", format=".4~g"),

@@ -385,9 +385,10 @@ def panel_labels(rows: pd.DataFrame) -> pd.Series:
 
 
 def series_labels(rows: pd.DataFrame) -> pd.Series:
-    """A line within its machine's panel: the provider, with the environment where a machine has several
+    """A line within its machine's panel: the provider's label, with the environment where a machine has several
     (each of FlyDSL CI's pull requests is an environment of its own), marked † when imported."""
-    provider = rows["provider"].fillna(rows["env_name"])  # a foreign benchmark has no provider: its environment
+    # a foreign benchmark has no provider: its environment names the line
+    provider = rows["provider"].map(provider_label).where(rows["provider"].notna(), rows["env_name"])
     several = rows.groupby("machine")["env_name"].transform("nunique") > 1
     label = provider.astype(str).where(~several, provider.astype(str) + " · " + rows["env_name"].astype(str))
     return pd.Series([mark(t, p) for t, p in zip(label, rows["provenance"])], index=rows.index, dtype=object)
@@ -415,9 +416,9 @@ def threshold_band(rows: pd.DataFrame, config: RegressConfig, factor: float = 1.
 
 
 def display_scale(unit: str | None, values: pd.Series) -> tuple[float, str]:
-    """(factor, axis title) that puts times into s, ms or μs by their median; other units stay as they are."""
+    """(factor, axis title) that puts times into s, ms or μs by their median; other units in their one spelling."""
     if unit != "seconds" or values.dropna().empty:
-        return 1.0, unit or ""
+        return 1.0, unit_label(unit)
     median = float(values.dropna().abs().median())
     return next(((f, name) for f, name in ((1.0, "s"), (1e3, "ms"), (1e6, "μs")) if median * f >= 1), (1e9, "ns"))
 

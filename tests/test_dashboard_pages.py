@@ -168,7 +168,9 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     link = parse_qs(urlsplit(case["history"]).query)  # the row links to its case's History
     assert urlsplit(case["history"]).path == "history" and link["benchmark"] == ["attention.FlydslCI.track_tflops"]
     history = open_page(ci_db, "history", **{k: v[0] for k, v in link.items()})
-    assert texts(history, "header") == [f"attention · {link['params'][0]} · flydsl"]
+    assert texts(history, "header") == [f"flash_attn · {link['params'][0]} · flydsl"]  # FlyDSL's op name
+    spec = json.loads(history.get("vega_lite_chart")[0].proto.spec)
+    assert spec["spec"]["layer"][1]["encoding"]["y"]["title"] == "TFLOP/s"  # FlyDSL CI's "TFLOPS", one spelling
     assert {"gfx942 · linux-flydsl-mi325-1 †", "gfx950 · linux-flydsl-mi355-1 †"} <= set(frame(history, "panel")["panel"])
     shown = table[["gfx942", "gfx950"]].stack()
     shown = shown[shown != ""]  # a case may be measured on one of them only: the other cell is blank
@@ -213,7 +215,8 @@ def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB
     assert at.selectbox(key="params").value == "c1, bf16"  # the case: its parameters but the provider
     rows = frame(at, "series")
     assert set(rows["panel"]) == {f"gfx950 · {MACHINE}", f"gfx942 · {SECOND}"}  # one small multiple per machine
-    flydsl = rows[(rows["series"] == "flydsl") & (rows["machine"] == MACHINE)]
+    flydsl = rows[(rows["series"] == "FlyDSL") & (rows["machine"] == MACHINE)]  # the label; the id beside it
+    assert set(flydsl["provider"]) == {"flydsl"}
     assert list(flydsl["value"][:5]) == pytest.approx([1.00e-3, 1.01e-3, 0.99e-3, 1.50e-3, 1.51e-3])
     assert list(flydsl["status"]) == ["ok"] * 5 + ["failed"]
     assert list(flydsl["message"]) == [f"change {i}" for i in range(6)]  # from the toy project's git log
@@ -221,7 +224,7 @@ def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB
     steps = frame(at, "what")
     (what,) = steps["what"]
     commits = db.project.commits
-    assert what == f"flydsl: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.50ms (+50.0%), confidence 100%"
+    assert what == f"FlyDSL: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.50ms (+50.0%), confidence 100%"
     (step,) = steps.itertuples()
     assert step.message == "change 3" and step.panel == f"gfx950 · {MACHINE}"
     assert step.bisect == (f"flybench bisect 'attention.Quick.track_time(c1, flydsl, bf16)' "

@@ -20,7 +20,7 @@ from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
 MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
-COLUMNS = ["panel", "series", "short", "commit_date", "run", "message", "status", "value", "ci_99_a", "ci_99_b",
+COLUMNS = ["panel", "series", "provider", "short", "commit_date", "run", "message", "status", "value", "ci_99_a", "ci_99_b",
            "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
 STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "what", "bisect"]
 
@@ -48,9 +48,15 @@ def main() -> None:
     rows = rows.assign(case_text=rows["params"].map(frames.case_text))
     case = filters.pick_one("Case", "params", ranked(rows, "case_text"), sidebar=False)
     for subject, one in rows[rows["case_text"] == case].groupby("subject", sort=True):
-        st.header(" · ".join(p for p in (str(one["workload"].iloc[0]), case, str(subject)) if p), divider="gray")
+        st.header(" · ".join(p for p in (op_name(one), case, str(subject)) if p), divider="gray")
         st.caption(f"Benchmark `{series_name(benchmark, [case] if case else [])}`; one panel per machine.")
         subject_history(str(subject), benchmark, one, log)
+
+
+def op_name(rows: pd.DataFrame) -> str:
+    """The case's op as its source names it (FlyDSL CI's `flash_attn`), else flybench's workload."""
+    ops = rows["source_op"].dropna() if "source_op" in rows else pd.Series(dtype=object)
+    return str(ops.iloc[0]) if len(ops) else str(rows["workload"].iloc[0])
 
 
 def ranked(rows: pd.DataFrame, column: str) -> list[str]:

@@ -236,7 +236,7 @@ def benchmark_history(db_path: str | Path, benchmark: str, machines: list[str] |
     """
     return _query(db_path, f"""
         SELECT r.*, c.date AS commit_date, c.branch, m.arch, {_CASE_COLUMNS}
-        FROM (SELECT COLUMNS('{_HISTORY_COLUMNS}') FROM results
+        FROM (SELECT COLUMNS('{_HISTORY_COLUMNS}'), source_record->>'op' AS source_op FROM results
               WHERE benchmark = ? AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], machine))
                 AND (?::VARCHAR IS NULL OR subject = ?)) r
         LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
