@@ -53,10 +53,14 @@ def db_path() -> Path:
     return Path(os.environ.get(envvars.DB) or DEFAULT_DB)
 
 
-def stamp(path: Path) -> tuple[int, int]:
-    """The database's version as far as caching cares: mtimes of the file and of its WAL (0 if absent)."""
-    return tuple(p.stat().st_mtime_ns if p.exists() else 0  # type: ignore[return-value]
-                 for p in (path, path.with_name(path.name + ".wal")))
+def stamp(path: Path) -> tuple[int, ...]:
+    """The database's identity as far as caching cares: mtime and size of the file and of its WAL (0 if absent).
+
+    Every ingest changes one of them, so a new ingest is a new cache key, and
+    an unchanged file is served from memory however the widgets move.
+    """
+    return tuple(n for p in (path, path.with_name(path.name + ".wal"))
+                 for n in ((p.stat().st_mtime_ns, p.stat().st_size) if p.exists() else (0, 0)))
 
 
 def load(name: str, **kwargs: Any) -> Any:
@@ -70,8 +74,8 @@ def load(name: str, **kwargs: Any) -> Any:
 
 
 @st.cache_data(max_entries=256, show_spinner="Reading the database...")
-def _cached(name: str, path: str, version: tuple[int, int], **kwargs: Any) -> Any:
-    """`version` is only part of the cache key: a new ingest makes a new key."""
+def _cached(name: str, path: str, version: tuple[int, ...], **kwargs: Any) -> Any:
+    """`version` is only part of the cache key: a new ingest makes a new key; so are the options (`kwargs`)."""
     return LOADERS[name](path, **kwargs)
 
 

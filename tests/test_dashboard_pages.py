@@ -381,3 +381,26 @@ def test_regressions_mark_imports_follow_the_runs_rule_and_leave_compile_duratio
     assert not main["benchmark"].str.endswith(".track_compile_time").any()
     everything = frame(open_page(ci_db, "regressions", runs="all"), "commits")
     assert len(everything) >= len(main)
+
+
+def test_regressions_are_computed_once_per_database_version_and_options(db: DashboardDB, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step detection is the page's whole cost: a rerun or widget change reuses it; an ingest (a new file) does not."""
+    from dashboard import data
+
+    copy = tmp_path / "copy.duckdb"  # a file no other test has cached answers for
+    shutil.copy(db.path, copy)
+    monkeypatch.setenv("FLYBENCH_DB", str(copy))
+    calls: list[str] = []
+    find = data.LOADERS["regressions"]
+    monkeypatch.setitem(data.LOADERS, "regressions", lambda *a, **k: calls.append(k["machine"]) or find(*a, **k))
+    at = open_page(copy, "regressions")
+    machines = len(calls)
+    assert machines >= 2  # once per machine
+    at.toggle(key="all_changes").set_value(True).run()
+    at.multiselect(key="machine").select(SECOND).run()
+    assert not at.exception and len(calls) == machines  # widget changes: served from the cache
+    with connect(copy) as conn:  # an ingest changes the file's identity
+        conn.execute("CREATE TABLE touched AS SELECT 1 AS x")
+    open_page(copy, "regressions")
+    assert len(calls) == 2 * machines

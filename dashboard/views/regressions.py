@@ -15,6 +15,7 @@ import streamlit as st
 
 from dashboard import analysis, charts, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration
+from flybench.regress import load_config
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "evidence", "run",
            "history", "subject", "kind", "unit"]
@@ -29,10 +30,11 @@ def main() -> None:
     facets, rule = data.facets()
     allowed = filters.scope(facets, ("subject", "arch", "machine", "workload"))
     found = []
+    config = load_config()  # part of the cache key: new thresholds in flybench.toml are a new answer
     machines = sorted(allowed["machine"].unique())
     progress = st.progress(0.0, "Step detection over the history (once per machine and database version)...")
     for done, machine in enumerate(machines, 1):  # cached per machine: narrowing the filters costs nothing
-        found += data.load("regressions", machine=machine)
+        found += data.load("regressions", machine=machine, config=config)
         progress.progress(done / len(machines))
     progress.empty()
     rows = filters.within(analysis.regression_rows(found), allowed, ("subject", "machine", "workload"))
