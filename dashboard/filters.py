@@ -7,7 +7,7 @@ Filters cascade: each offers only the values the filters above it leave.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pandas as pd
@@ -42,17 +42,35 @@ def pick_many(label: str, key: str, values: Iterable[Any], help: str | None = No
     return [c for c in chosen if c in options] or options
 
 
-def pick_one(label: str, key: str, values: Sequence[Any], default: Any = None, sidebar: bool = True) -> Any:
+def pick_one(label: str, key: str, values: Sequence[Any], default: Any = None, sidebar: bool = True,
+             format_func: Callable[[Any], str] | None = None, help: str | None = None) -> Any:
     """One value (the default, else the first, until someone picks); None when there is nothing to pick.
 
-    No format_func: a bound widget writes its *label* into the URL, so options are kept readable as they are.
+    With `format_func` the options read as labels while the URL keeps the value
+    itself (a commit's hash, a benchmark's id): a bound widget would write its
+    label into the URL, so that one is kept in step with the URL by hand.
     """
     options = list(dict.fromkeys(values))
     if not options:
         return None
     where = st.sidebar if sidebar else st
     index = options.index(default) if default in options else 0
-    return where.selectbox(label, options, index=index, key=key, bind="query-params")
+    if format_func is None:
+        return where.selectbox(label, options, index=index, key=key, bind="query-params", help=help)
+    fallback = options[index]
+    wanted = st.query_params.get(key)
+    text = {str(o): o for o in options}
+    if key not in st.session_state and wanted is not None:
+        if wanted in text:
+            index = options.index(text[wanted])
+        else:
+            st.warning(f"{label} {wanted}: nothing on this page for it. Showing {format_func(fallback)}.")
+    choice = where.selectbox(label, options, index=index, key=key, format_func=format_func, help=help)
+    if choice == fallback:
+        st.query_params.pop(key, None)  # as a bound widget does: the default leaves the URL clean
+    else:
+        st.query_params[key] = str(choice)
+    return choice
 
 
 def scope(facets: pd.DataFrame, fields: Sequence[str] = tuple(f for f, _ in SCOPE)) -> pd.DataFrame:

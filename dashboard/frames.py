@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from dashboard.names import provider_label
-from flybench.benchmark_names import series_name
+from flybench.benchmark_names import is_own, series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
 from flybench.regress.report import value_text
@@ -97,6 +97,18 @@ def case_label(frame: pd.DataFrame) -> pd.Series:
     if frame["shape_set"].nunique() > 1:
         prefix = prefix + "." + frame["shape_set"].astype(str).str.lower()
     return prefix + " · " + frame["case"].astype(str) + " · " + frame["dtype"].astype(str)
+
+
+def benchmark_label(benchmark: str, unit: Any, provenance_value: str) -> str:
+    """'attention · Quick · time', 'attention · FlydslCI · tflops (TFLOP/s) †': flybench's own ids as a reader
+    names them (workload, shape set or source, metric); a foreign benchmark keeps asv's name."""
+    if not is_own(benchmark) or benchmark.count(".") < 2:
+        return mark(benchmark, provenance_value)
+    workload, group, metric = benchmark.split(".", 2)
+    what = metric.removeprefix("track_").replace("_", " ")
+    if isinstance(unit, str) and unit and unit != "seconds" and unit_label(unit).lower() != what.lower():
+        what += f" ({unit_label(unit)})"
+    return mark(f"{workload} · {group} · {what}", provenance_value)
 
 
 def params_dict(params: Any) -> dict[str, Any]:

@@ -404,3 +404,16 @@ def test_regressions_are_computed_once_per_database_version_and_options(db: Dash
         conn.execute("CREATE TABLE touched AS SELECT 1 AS x")
     open_page(copy, "regressions")
     assert len(calls) == 2 * machines
+
+
+def test_history_benchmark_picker_reads_as_labels_and_the_url_keeps_the_id(db: DashboardDB) -> None:
+    at = open_page(db.path, "history", subject=PROJECT, benchmark="attention.Quick.track_time")
+    picker = at.selectbox(key="benchmark")
+    assert picker.value == "attention.Quick.track_time"
+    assert "attention · Quick · time" in picker.options  # what a person reads
+    assert not any(o.endswith(".track_time") for o in picker.options if o.startswith("attention"))
+    other = next(o for o in picker.options if o != "attention · Quick · time")
+    picker.select(other).run()  # AppTest selects by the shown label
+    chosen = at.selectbox(key="benchmark").value
+    assert chosen != "attention.Quick.track_time" and "." in chosen  # the value is still the id
+    assert at.query_params["benchmark"] in (chosen, [chosen])  # and the link keeps the id, not the label

@@ -33,7 +33,11 @@ def main() -> None:
     if allowed.empty:
         ui.no_rows("benchmarks")
         return
-    benchmark = filters.pick_one("Benchmark", "benchmark", ranked(allowed, "benchmark"))
+    names = allowed.drop_duplicates("benchmark").set_index("benchmark")
+    labels = {b: frames.benchmark_label(b, r.unit, r.provenance) for b, r in names.iterrows()}
+    benchmark = filters.pick_one("Benchmark", "benchmark", ranked(allowed, "benchmark"), format_func=labels.get,
+                                 help="Workload · shape set (or source) · metric; the benchmark's id is named under "
+                                      "each chart's header and kept in the link.")
     log = st.sidebar.toggle("Logarithmic value axis", key="log", bind="query-params",
                             help="For series whose values differ by orders of magnitude (tiny and large shapes).")
     mine = allowed[allowed["benchmark"] == benchmark]
