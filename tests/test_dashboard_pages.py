@@ -245,6 +245,10 @@ def test_compare_two_commits_gives_flybench_compares_verdicts(db: DashboardDB) -
     assert time["change"] == pytest.approx(0.51 / 0.99) and time["evidence"].startswith("Mann-Whitney p=")
     assert cases.loc[("attention.Quick.track_time", "c1, torch, bf16"), "verdict"] == "unchanged"
     assert charts(at) == 1
+    head = at.selectbox(key="head")  # the picker reads hash, date, run and message; the value is the hash
+    assert head.value == commits[3][:8] and at.query_params["head"] in (commits[3][:8], [commits[3][:8]])
+    label = next(o for o in head.options if o.startswith(commits[3][:8]))
+    assert label.endswith(" · change 3") and " · 20" in label and "flybench run" in label
 
 
 def test_compare_newest_commit_shows_the_failure_as_broken(db: DashboardDB) -> None:

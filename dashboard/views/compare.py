@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from itertools import combinations
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -60,20 +61,20 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
     if len(listed) < 2:
         st.info(f"{machine} has results for fewer than two commits of {repo} in these runs; nothing to compare.")
         return None
-    full = {h[:8]: h for h in listed["hash"]}  # short hashes in the URL and the selectors, as in the reports
+    full = {h[:8]: h for h in listed["hash"]}  # short hashes in the URL, as in the reports
     shorts = list(full)
-    left, right = st.columns(2)
-    with right:
-        head = filters.pick_one("Head commit", "head", shorts, default=shorts[-1], sidebar=False)
-    with left:
-        base = filters.pick_one("Base commit", "base", shorts, default=default_base(machine, repo, full, head),
-                                sidebar=False)
     described = commits.annotate(listed.rename(columns={"hash": "commit_hash"}).assign(subject=repo),
                                  data.load("commit_titles"))
+    about = {r.short: commit_text(r) for r in described.itertuples()}
+    left, right = st.columns(2)
+    with right:
+        head = filters.pick_one("Head commit", "head", shorts, default=shorts[-1], sidebar=False,
+                                format_func=lambda s: about.get(s, s))
+    with left:
+        base = filters.pick_one("Base commit", "base", shorts, default=default_base(machine, repo, full, head),
+                                sidebar=False, format_func=lambda s: about.get(s, s))
     for side, short in (("Base", base), ("Head", head)):
-        for r in described[described["short"] == short].itertuples():
-            runs = ", ".join(r.run_contexts) if len(r.run_contexts) else "flybench run"
-            st.caption(f"{side} {r.short} · {r.date:%Y-%m-%d %H:%M} · {runs} · {r.message or 'no message recorded'}")
+        st.caption(f"{side} {about.get(short, short)}")
     if base == head:
         st.info("Base and head are the same commit: pick two different ones.")
         return None
@@ -88,6 +89,13 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
         st.subheader("Resource changes (exact)")
         ui.table(changes, "compare-resources")
     return marked(rows, mine, machine, machine)
+
+
+def commit_text(r: Any) -> str:
+    """'4a895cf5 · 2026-07-01 12:00 · main · the message': a commit as a reader picks it, the hash first."""
+    runs = ", ".join(r.run_contexts) if len(r.run_contexts) else "flybench run"
+    date = f"{r.date:%Y-%m-%d %H:%M}" if pd.notna(r.date) else "no date"
+    return f"{r.short} · {date} · {runs} · {r.message or 'no message recorded'}"
 
 
 def default_base(machine: str, repo: str, full: dict[str, str], head: str) -> str | None:
