@@ -24,7 +24,7 @@ from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress import load_config
 
 SPEEDUP_COLUMNS = ["section", "arch", "machine", "label", "provider", "provider_label", "baseline", "baseline_label",
-                   "best_of", "speedup", "shown", "why", "value", "value_base", "roofline_fraction",
+                   "speedup", "shown", "why", "value", "value_base", "roofline_fraction",
                    "roofline_fraction_base", "commit_hash", "provenance"]
 LATEST_COLUMNS = ["section", "arch", "machine", "label", "provider", "provider_label", "status", "shown",
                   "roofline_fraction", "tflops", "gbps", "why", "commit_hash", "commit_date", "provenance"]
@@ -84,7 +84,7 @@ def speedups(pairs: pd.DataFrame) -> None:
     st.header("Speedup of FlyDSL over each baseline", divider="gray")
     st.caption(f"Column '{frames.BEST}': where a case has several baselines, FlyDSL against the fastest of them, "
                "named in the cell; the other columns: against each baseline.")
-    ui.chart(charts.heatmap(shown.reindex(columns=SPEEDUP_COLUMNS), "baseline_label", "label", "speedup", "speedup",
+    ui.chart(charts.heatmap(shown[SPEEDUP_COLUMNS], "baseline_label", "label", "speedup", "speedup",
                             SPEEDUP_SCALE,
                             "datum.speedup > 1.6 || datum.speedup < 0.62", SPEEDUP_TOOLTIP, x_first=frames.BEST,
                             cell_width=230),
@@ -107,7 +107,7 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
     if shown.empty:
         st.caption(f"No case there was measured by {reference} and another provider, so there is no ratio to show.")
         return
-    ui.chart(charts.heatmap(shown.reindex(columns=SPEEDUP_COLUMNS), "provider_label", "label", "speedup",
+    ui.chart(charts.heatmap(shown[SPEEDUP_COLUMNS], "provider_label", "label", "speedup",
                             f"speed vs {provider_label(reference)}",
                             SPEEDUP_SCALE,
                             "datum.speedup > 1.6 || datum.speedup < 0.62", SPEEDUP_TOOLTIP),
