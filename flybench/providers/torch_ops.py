@@ -126,6 +126,14 @@ def linear(x, weight, weight_scale=None) -> "torch.Tensor":  # noqa: F821
                             out_dtype=torch.bfloat16)
 
 
+def swiglu(gate_up: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":  # noqa: F821
+    """silu(gate) * up of a gate+up GEMM's output (gate first), in float32, cast to `dtype`."""
+    import torch.nn.functional as F
+
+    gate, up = gate_up.chunk(2, dim=-1)
+    return (F.silu(gate.float()) * up.float()).to(dtype)
+
+
 def moe_expert_loop(case: Case, inputs: Tensors) -> Tensors:
     """Route, then one gate+up GEMM, SwiGLU and down GEMM per expert that got tokens.
 
@@ -133,7 +141,6 @@ def moe_expert_loop(case: Case, inputs: Tensors) -> Tensors:
     a grouped GEMM does; that synchronisation is part of this path's cost.
     """
     import torch
-    import torch.nn.functional as F
 
     from flybench.workloads.moe import route
 
@@ -149,8 +156,7 @@ def moe_expert_loop(case: Case, inputs: Tensors) -> Tensors:
     for expert, count in enumerate(counts):
         if count:
             rows = token_of[start:start + count]
-            gate, up = linear(x[rows], inputs["w13"][expert], _scale(inputs, "w13_scale", expert)).chunk(2, dim=-1)
-            hidden = (F.silu(gate.float()) * up.float()).to(x.dtype)
+            hidden = swiglu(linear(x[rows], inputs["w13"][expert], _scale(inputs, "w13_scale", expert)), x.dtype)
             y = linear(hidden, inputs["w2"][expert], _scale(inputs, "w2_scale", expert))
             out.index_add_(0, rows, y.float() * weight_of[start:start + count, None])
             start += count
@@ -164,7 +170,6 @@ def moe_grouped_gemm(case: Case, inputs: Tensors) -> Tensors:
     whole layer is a fixed sequence of launches (graph-capturable). bf16 only.
     """
     import torch
-    import torch.nn.functional as F
 
     from flybench.workloads.moe import route
 
@@ -175,8 +180,7 @@ def moe_grouped_gemm(case: Case, inputs: Tensors) -> Tensors:
     order = torch.argsort(flat, stable=True)
     offsets = torch.bincount(flat, minlength=w13.shape[0]).cumsum(0).to(torch.int32)
     rows = order // top_k
-    gate, up = torch._grouped_mm(x[rows], w13.transpose(1, 2), offs=offsets).chunk(2, dim=-1)
-    hidden = (F.silu(gate.float()) * up.float()).to(x.dtype)
+    hidden = swiglu(torch._grouped_mm(x[rows], w13.transpose(1, 2), offs=offsets), x.dtype)
     y = torch._grouped_mm(hidden, w2.transpose(1, 2), offs=offsets)
     out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     out.index_add_(0, rows, y.float() * weights.reshape(-1)[order, None])
@@ -192,7 +196,6 @@ def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     never waits on the host). Stage 1 writes the activation, in pair order, as "out".
     """
     import torch
-    import torch.nn.functional as F
 
     from flybench.workloads.moe import route
 
@@ -209,21 +212,17 @@ def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     spans = [(e, start, start + n) for e, (start, n) in enumerate(zip((offsets - counts).tolist(), counts.tolist()))
              if n]
 
-    def swiglu(gate_up: "torch.Tensor") -> "torch.Tensor":
-        gate, up = gate_up.chunk(2, dim=-1)
-        return (F.silu(gate.float()) * up.float()).to(x.dtype)
-
     if stage == 1:
         act = torch.empty((p["tokens"] * k, inter), dtype=x.dtype, device=x.device)
 
         def first() -> Tensors:
             if grouped:
                 act.index_copy_(0, order, swiglu(torch._grouped_mm(x[token_of], inputs["w13"].transpose(1, 2),
-                                                                   offs=offsets)))
+                                                                   offs=offsets), x.dtype))
             else:
                 for e, a, b in spans:
                     act.index_copy_(0, order[a:b], swiglu(linear(x[token_of[a:b]], inputs["w13"][e],
-                                                                 inputs["w13_scale"][e])))
+                                                                 inputs["w13_scale"][e]), x.dtype))
             return {"out": act}
 
         return first
