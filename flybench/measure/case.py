@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from flybench import hardware
 from flybench.measure import correctness, roofline, timing
@@ -24,24 +26,12 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
                  contract: Contract, run_id: str = "", seed: int = 0) -> CaseRecord:
     """Run the whole measurement of one case and say how it went (`measure_s`: how long that took here)."""
     start = time.perf_counter()
-    workload = get_workload(workload_name)
-    case = workload.case(case_name)
-    workload.check_dtype(dtype)
-    provider = get_provider(provider_name)
     device = hardware.detect()
-    contract = for_device(contract, device)
-    record = CaseRecord(run_id, workload_name, shape_set, case_name, provider_name, dtype, status="ok",
-                        device=device.as_dict(),
-                        started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-    if workload_name not in provider.workloads:
-        record.status, record.reason = "unavailable", f"provider {provider_name} does not implement {workload_name}"
-        return record
-    reason = provider.unavailable_reason(workload_name, dtype, device)
-    if reason:
-        record.status, record.reason = "unavailable", reason
-        return record
+    record = _new_record(run_id, workload_name, shape_set, case_name, provider_name, dtype, device)
     try:
-        _gate_and_time(record, workload, case, provider, dtype, device, contract, seed)
+        gated = _gate(record, workload_name, case_name, provider_name, dtype, device, seed)
+        if gated is not None:
+            _time(record, gated, device, for_device(contract, device))
     except Exception as exc:  # noqa: BLE001 - any provider failure is recorded, never fatal
         record.status, record.reason = "failed", _failure_reason(exc)
     finally:
@@ -50,17 +40,67 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
     return record
 
 
-def _gate_and_time(record, workload, case, provider, dtype, device, contract, seed) -> None:
+def checked_call(workload_name: str, shape_set: str, case_name: str, provider_name: str, dtype: str,
+                 seed: int = 0) -> tuple[Callable[[], Any] | None, CaseRecord]:
+    """The case's call once it passed the correctness gate, else None with the record saying why.
+
+    For passes that run a case without timing it (hardware counters): they
+    see exactly the call the timing pass timed, gated the same way.
+    """
+    device = hardware.detect()
+    record = _new_record("", workload_name, shape_set, case_name, provider_name, dtype, device)
+    try:
+        gated = _gate(record, workload_name, case_name, provider_name, dtype, device, seed)
+    except Exception as exc:  # noqa: BLE001 - as in measure_case
+        record.status, record.reason = "failed", _failure_reason(exc)
+        return None, record
+    return (gated.runner if gated else None), record
+
+
+def _new_record(run_id, workload_name, shape_set, case_name, provider_name, dtype, device) -> CaseRecord:
+    return CaseRecord(run_id, workload_name, shape_set, case_name, provider_name, dtype, status="ok",
+                      device=device.as_dict(),
+                      started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+
+
+class _Gated(NamedTuple):
+    workload: Any
+    case: Any
+    runner: Callable[[], Any]
+    inputs: Any
+    reference: Any
+
+
+def _gate(record, workload_name, case_name, provider_name, dtype, device, seed):
+    """A case whose provider runs here and whose result is right, else None with the record's status and reason
+    set."""
+    workload = get_workload(workload_name)
+    case = workload.case(case_name)
+    workload.check_dtype(dtype)
+    provider = get_provider(provider_name)
+    if workload_name not in provider.workloads:
+        record.status, record.reason = "unavailable", f"provider {provider_name} does not implement {workload_name}"
+        return None
+    reason = provider.unavailable_reason(workload_name, dtype, device)
+    if reason:
+        record.status, record.reason = "unavailable", reason
+        return None
     inputs = workload.make_inputs(case, dtype, device.torch_device, seed=seed)
     reference = workload.reference(case, inputs)
     runner = provider.build(case, dtype, inputs, device)
     if not _passes(record, runner, inputs, reference, dtype, "wrong result"):
-        return
+        return None
+    return _Gated(workload, case, runner, inputs, reference)
+
+
+def _time(record, gated: _Gated, device, contract) -> None:
+    workload, case, runner, inputs, reference = gated
+    dtype = record.dtype
     timed = timing.prepare(runner, device, contract)
     if timed.outputs is not None and not _passes(record, timed.call, inputs, reference, dtype,
                                                  "wrong result under device-graph replay", timed.outputs):
         return
-    del reference
+    del reference, gated
     record.samples_s = timing.time_call(timed, device)
     record.contract = describe(timed.contract, device, len(record.samples_s))
     record.contract["roofline_basis"] = roofline.ceilings(device)[1]
