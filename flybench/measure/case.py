@@ -26,10 +26,11 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
                  contract: Contract, run_id: str = "", seed: int = 0) -> CaseRecord:
     """Run the whole measurement of one case and say how it went (`measure_s`: how long that took here)."""
     start = time.perf_counter()
+    names = _resolve(workload_name, case_name, provider_name, dtype)
     device = hardware.detect()
     record = _new_record(run_id, workload_name, shape_set, case_name, provider_name, dtype, device)
     try:
-        gated = _gate(record, workload_name, case_name, provider_name, dtype, device, seed)
+        gated = _gate(record, *names, dtype, device, seed)
         if gated is not None:
             _time(record, gated, device, for_device(contract, device))
     except Exception as exc:  # noqa: BLE001 - any provider failure is recorded, never fatal
@@ -47,10 +48,11 @@ def checked_call(workload_name: str, shape_set: str, case_name: str, provider_na
     For passes that run a case without timing it (hardware counters): they
     see exactly the call the timing pass timed, gated the same way.
     """
+    names = _resolve(workload_name, case_name, provider_name, dtype)
     device = hardware.detect()
     record = _new_record("", workload_name, shape_set, case_name, provider_name, dtype, device)
     try:
-        gated = _gate(record, workload_name, case_name, provider_name, dtype, device, seed)
+        gated = _gate(record, *names, dtype, device, seed)
     except Exception as exc:  # noqa: BLE001 - as in measure_case
         record.status, record.reason = "failed", _failure_reason(exc)
         return None, record
@@ -71,13 +73,18 @@ class _Gated(NamedTuple):
     reference: Any
 
 
-def _gate(record, workload_name, case_name, provider_name, dtype, device, seed):
-    """A case whose provider runs here and whose result is right, else None with the record's status and reason
-    set."""
+def _resolve(workload_name: str, case_name: str, provider_name: str, dtype: str) -> tuple[Any, Any, Any]:
+    """Workload, case and provider of these names; an unknown name raises, listing the valid ones."""
     workload = get_workload(workload_name)
     case = workload.case(case_name)
     workload.check_dtype(dtype)
-    provider = get_provider(provider_name)
+    return workload, case, get_provider(provider_name)
+
+
+def _gate(record, workload, case, provider, dtype, device, seed):
+    """A case whose provider runs here and whose result is right, else None with the record's status and reason
+    set."""
+    workload_name, provider_name = workload.name, provider.name
     if workload_name not in provider.workloads:
         record.status, record.reason = "unavailable", f"provider {provider_name} does not implement {workload_name}"
         return None
