@@ -225,6 +225,36 @@ MIGRATIONS: list[list[str]] = [
     [  # v6: the median of each round that measured a case into one results file (its run-to-run noise)
         *[f"ALTER TABLE {table} ADD COLUMN rounds DOUBLE[]" for table in ("results", "series_heads")],
     ],
+    [  # v7: the steps history step detection found, stored per (subject, machine) by flybench.regress.stored,
+        # so reports and the dashboard read them instead of refitting every series. A scan row says what the
+        # steps were found in (a digest of the rows) and with which thresholds (a fingerprint of the config):
+        # a reader whose digest or fingerprint differs recomputes. Acceptances apply when they are read.
+        """CREATE TABLE regression_scans (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            digest VARCHAR NOT NULL,
+            config VARCHAR NOT NULL,
+            scanned_at TIMESTAMP NOT NULL,
+            PRIMARY KEY (subject, machine)
+        )""",
+        """CREATE TABLE regression_steps (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            unit VARCHAR,
+            kind VARCHAR NOT NULL,
+            runs VARCHAR NOT NULL,
+            last_good VARCHAR NOT NULL,
+            first_bad VARCHAR NOT NULL,
+            before DOUBLE NOT NULL,
+            after DOUBLE NOT NULL,
+            noise DOUBLE NOT NULL,
+            confidence DOUBLE NOT NULL,
+            worse BOOLEAN NOT NULL
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
