@@ -51,6 +51,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="add this run's samples to the commit's existing results instead of replacing them "
                              "(asv's --append-samples): a pull request's repeated rounds pool their samples, and "
                              "each round's median is kept as the case's run-to-run noise")
+    parser.add_argument("--counters", action="store_true",
+                        help="after timing, run each case that passed its gate once more under the hardware-counter "
+                             "profiler (Nsight Compute on NVIDIA, rocprofv3 on ROCm) and record its counters beside "
+                             "the results; counter runs give no timing samples")
     parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
     return parser
 
@@ -67,6 +71,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
           f"machine: {machine}; shape set: {shape_set}")
     _print_availability(combos)
+    if args.counters:
+        from flybench.counters import unavailable_reason
+
+        if reason := unavailable_reason(device):
+            print(f"counters: will not be collected: {reason}. Timing runs as usual.", flush=True)
     runnable = [c for c in combos if c.reason is None]
     if not runnable:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
@@ -94,6 +103,10 @@ def main(args: argparse.Namespace) -> int:
     from flybench.cli._summary import print_run_summary
 
     print_run_summary(results_dir / machine, run[envvars.RUN_ID])
+    if args.counters:
+        from flybench.cli._counters import counter_pass
+
+        counter_pass(results_dir, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
     return code
 
 

@@ -1,0 +1,75 @@
+"""The counter pass of `flybench run --counters`: which cases, progress, and the table at the end.
+
+The cases are those the run's timing pass measured as ok (their case
+records), so a wrong result is never profiled. Without the profiler the
+pass says which tool is missing and how to install it, and the run's
+timing results stand.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from flybench import hardware
+from flybench.cli._summary import run_records
+from flybench.counters import backend_for, collect, format_figure, unavailable_reason
+from flybench.counters import record as counter_records
+from flybench.measure import record as case_records
+from flybench.measure.record import CaseKey
+
+SHOWN = ("hbm_bytes", "hbm_over_min", "l2_hit_rate", "matrix_busy", "lds_conflicts_per_instruction")
+
+
+def counter_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: str) -> int:
+    """Profile the run's ok cases; returns how many counter records were written."""
+    device = hardware.detect()
+    reason = unavailable_reason(device)
+    if reason:
+        print(f"counters: not collected: {reason}. The timing results above stand.", flush=True)
+        return 0
+    keys = sorted(case_records.key_of(r) for r in run_records(results_dir / machine, run_id) if r["status"] == "ok")
+    if not keys:
+        print("counters: no case of this run passed its gate, so none is profiled", flush=True)
+        return 0
+    out = counter_records.path_for(results_dir, machine, commit, env)
+    backend = backend_for(device)
+    print(f"counters: {len(keys)} cases under {backend.tool} {backend.version()} (one profiled call each, "
+          f"after warm-up; no timing samples) -> {out}", flush=True)
+    records = collect(keys, backend, device, out, run_id=run_id, commit=commit, env=env, machine=machine,
+                      min_bytes=_min_bytes, progress=_progress(len(keys)))
+    _print_table(records)
+    return len(records)
+
+
+def _min_bytes(key: CaseKey) -> float | None:
+    from flybench.workloads import get_workload
+
+    workload_name, _, case, _, dtype = key
+    workload = get_workload(workload_name)
+    return workload.min_bytes(workload.case(case), dtype) or None
+
+
+def _progress(total: int):
+    count = iter(range(1, total + 1))
+
+    def report(key: CaseKey, record) -> None:
+        status = record.status if record.status != "ok" else f"{len(record.kernels)} kernels"
+        print(f"  [{next(count)}/{total}] {' '.join(key)}: {status}"
+              + (f" ({record.reason})" if record.reason else ""), flush=True)
+    return report
+
+
+def _print_table(records) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="hardware counters (one call each)", title_justify="left")
+    for column in ("case", "provider", "dtype", "kernels", *SHOWN):
+        table.add_column(column, overflow="fold")
+    for r in records:
+        if r.status != "ok":
+            table.add_row(r.case, r.provider, r.dtype, r.status, *[""] * len(SHOWN))
+            continue
+        table.add_row(r.case, r.provider, r.dtype, str(len(r.kernels)), *[format_figure(n, r.derived.get(n)) for n in SHOWN])
+    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200).print(table)

@@ -1,0 +1,121 @@
+"""What every profiler backend gives: counters per kernel, their sum over one call, and the figures derived.
+
+A backend (flybench.counters.ncu, flybench.counters.rocprof) turns its tool's
+output into `KernelCounters`, one per kernel launched by one call of the
+case, under the tool's own counter names. `combine` sums them over the call
+by each counter's aggregation rule, and the backend's `derive` reads the
+figures a kernel author looks at first, under the names in `DERIVED`, the
+same for every tool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+Aggregate = Literal["sum", "max", "weighted"]
+"""How a counter of several kernels becomes one per call: added (counts, bytes, cycles), the largest (a launch's
+registers or shared memory), or the mean weighted by each kernel's duration (rates, percentages)."""
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One counter a backend asks its tool for."""
+
+    name: str  # the tool's own name, e.g. dram__bytes_read.sum or TCC_HIT_sum
+    unit: str
+    aggregate: Aggregate = "sum"
+    fixed: bool = False  # depends only on the code and the shape (instruction counts): watched for any change
+
+
+@dataclass
+class KernelCounters:
+    """The counters of one kernel launch; `duration_s` weighs it in the call's weighted means."""
+
+    name: str
+    values: dict[str, float] = field(default_factory=dict)
+    duration_s: float | None = None
+
+
+DERIVED: dict[str, tuple[str, str]] = {
+    "duration_s": ("seconds", "summed kernel time under the profiler (not a timing sample)"),
+    "hbm_read_bytes": ("bytes", "bytes read from device memory (HBM)"),
+    "hbm_write_bytes": ("bytes", "bytes written to device memory (HBM)"),
+    "hbm_bytes": ("bytes", "bytes read and written in device memory"),
+    "hbm_over_min": ("ratio", "device-memory bytes moved over the workload's minimum-byte model"),
+    "hbm_gbps": ("GB/s", "device-memory bytes over the profiled kernel time"),
+    "l2_hit_rate": ("fraction", "L2 hits over L2 lookups"),
+    "matrix_busy": ("fraction", "matrix-unit (tensor core / MFMA) busy cycles over elapsed cycles"),
+    "lds_conflicts_per_instruction": ("ratio", "shared-memory (LDS) bank conflicts per shared-memory instruction"),
+    "occupancy": ("fraction", "achieved occupancy: active warps (waves) over the most the hardware holds"),
+}
+"""The figures derived from every tool's counters: name -> (unit, what it is)."""
+
+
+def format_figure(name: str, value: float | None) -> str:
+    """A DERIVED figure as a person reads it: bytes in MB, fractions in %, ratios with an x."""
+    if value is None:
+        return "-"
+    unit = DERIVED[name][0]
+    if unit == "bytes":
+        return f"{value / 1e6:,.1f} MB"
+    if unit == "fraction":
+        return f"{value:.1%}"
+    if unit == "ratio":
+        return f"{value:.3g}x"
+    if unit == "seconds":
+        return f"{value * 1e6:,.1f} us"
+    return f"{value:,.0f} {unit}"
+
+
+def combine(kernels: Iterable[KernelCounters], counters: Iterable[Counter]) -> dict[str, float]:
+    """One value per counter for the whole call; a counter no kernel reported is left out."""
+    kernels = list(kernels)
+    total: dict[str, float] = {}
+    for counter in counters:
+        present = [k for k in kernels if counter.name in k.values]
+        if not present:
+            continue
+        values = [k.values[counter.name] for k in present]
+        if counter.aggregate == "sum":
+            total[counter.name] = sum(values)
+        elif counter.aggregate == "max":
+            total[counter.name] = max(values)
+        else:
+            weights = [k.duration_s or 0.0 for k in present]
+            total[counter.name] = (sum(v * w for v, w in zip(values, weights)) / sum(weights)
+                                   if sum(weights) > 0 else sum(values) / len(values))
+    return total
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """numerator / denominator, None when either is missing or the denominator is 0."""
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+class Backend(Protocol):
+    """A profiler: how to find it, run the case under it, and read what it wrote."""
+
+    tool: str  # the executable: ncu, rocprofv3
+    install_hint: str  # what to do when it is missing
+
+    def available(self) -> str | None:
+        """None when the tool runs here, else why not (with `install_hint`)."""
+
+    def version(self) -> str: ...
+
+    def counters(self, arch: str) -> list[Counter]:
+        """The counters collected on this architecture."""
+
+    def commands(self, target: list[str], out_dir: Path, arch: str) -> list[list[str]]:
+        """The command lines that profile `target` (one per pass the hardware needs), writing under out_dir."""
+
+    def read(self, out_dir: Path, arch: str) -> list[KernelCounters]:
+        """Every kernel of the profiled call, from the files the commands wrote."""
+
+    def derive(self, total: Mapping[str, float], min_bytes: float | None) -> dict[str, float]:
+        """DERIVED figures from the call's combined counters (only those the counters allow)."""
