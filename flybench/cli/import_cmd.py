@@ -8,6 +8,7 @@ from pathlib import Path
 
 from flybench.importers.flydsl_ci import import_file
 from flybench.importers.flydsl_ci.store import DEFAULT_SUBJECT
+from flybench.regress import stored
 from flybench.store import DEFAULT_DB
 
 
@@ -36,4 +37,5 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 def main(args: argparse.Namespace) -> int:
     report = import_file(args.file, args.db, args.subject, flydsl_repo=args.flydsl_repo, main_ref=args.main_ref)
     print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
+    print(stored.summary(stored.refresh(args.db)))  # readers then read the steps instead of refitting them
     return 0 if report.ok else 2  # rejected records are bad input; 1 means a regression

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from flybench.regress import stored
 from flybench.store import DEFAULT_DB, ingest
 from flybench.store.ingest import default_results_dir
 
@@ -44,6 +45,7 @@ def main(args: argparse.Namespace) -> int:
                         branch=args.branch, prune=args.prune)
         print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
         status = max(status, 0 if report.ok else 2)  # 1 is kept for regressions
+    print(stored.summary(stored.refresh(args.db)))  # readers then read the steps instead of refitting them
     return status
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flybench.cli.compare import add_common, check_scope
 from flybench.errors import FlybenchError
-from flybench.regress import accepted, find_regressions
+from flybench.regress import accepted, stored
 from flybench.regress.report import exit_code, write
 
 
@@ -33,8 +33,9 @@ def main(args: argparse.Namespace) -> int:
     names = sorted(set(check_scope(args.db, args.machine, args.subject)["name"]))
     if args.benchmark is not None and not any(fnmatchcase(name, args.benchmark) for name in names):
         raise FlybenchError(_no_match(args.benchmark, names))
-    found = find_regressions(args.db, machine=args.machine, subject=args.subject,
-                             benchmark=args.benchmark, config=args.config, accepted=accepted.load(args.accepted))
+    found = stored.regressions(args.db, machine=args.machine, subject=args.subject,
+                                benchmark=args.benchmark, config=args.config,
+                                accepted=accepted.load(args.accepted))
     write(found, args.format, args.output, dashboard=args.dashboard_url)
     return exit_code(found)
 

@@ -160,7 +160,7 @@ def find_regressions(
     found: list[Regression] = []
     for (subj, mach, env, name, params), rows in _series(
             queries.history(db_path, machine=machine, subject=subject),
-            ["subject", "machine", "env_name", "benchmark", "params"], benchmark):
+            ["subject", "machine", "env_name", "benchmark", "params"], "benchmark", benchmark):
         decoded = json.loads(params)
         unit = rows[0]["unit"]
         thresholds = cfg.thresholds(name, ", ".join(map(str, decoded.values())), unit)
@@ -173,7 +173,7 @@ def find_regressions(
                   for s in detect(points, thresholds) if commits.index(s.first_bad) > through]
     for (subj, mach, kernel, arch, metric), rows in _series(
             queries.compile_history(db_path, machine=machine, subject=subject),
-            ["subject", "machine", "kernel", "arch", "metric"], benchmark):
+            ["subject", "machine", "kernel", "arch", "metric"], "kernel", benchmark):
         unit = rows[0]["unit"]
         thresholds = cfg.thresholds(kernel, f"{arch}, {metric}", unit)
         points = [Point(r["commit_hash"], r["value"]) for r in rows]
@@ -182,13 +182,15 @@ def find_regressions(
     return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative)))
 
 
-def _series(frame: pd.DataFrame, key: list[str], name_glob: str | None) -> Iterator[tuple[tuple, list[dict]]]:
-    """Rows grouped into series (already in commit-date order), the 4th key part matched to the glob."""
+def _series(frame: pd.DataFrame, key: list[str], name: str,
+            name_glob: str | None) -> Iterator[tuple[tuple, list[dict]]]:
+    """Rows grouped into series (already in commit-date order) whose `name` column (the benchmark, or the
+    compile-only kernel, as Regression.benchmark names them) matches the glob."""
     groups: dict[tuple, list[dict]] = {}
     for row in queries.records(frame):
         groups.setdefault(tuple(row[k] for k in key), []).append(row)
     for series_key, rows in groups.items():
-        if not name_glob or fnmatchcase(series_key[3], name_glob):
+        if not name_glob or fnmatchcase(rows[0][name], name_glob):
             yield series_key, rows
 
 

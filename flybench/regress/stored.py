@@ -1,0 +1,213 @@
+"""Stored regressions: step detection's answer kept in the store, so reading it is a query, not a refit.
+
+Fitting asv's step detection to every series costs about 70 ms per
+1,000-commit series (70 s for the million-row load test), too slow for every
+`flybench regressions` and every dashboard load. So `flybench ingest` and
+`flybench import` end with `refresh`: for each (subject, machine) whose rows
+or thresholds changed since its last scan, `find_regressions` runs once and
+its steps go to `regression_steps`, beside a `regression_scans` row holding
+
+- a digest of the rows the steps were found in (count and XOR of row hashes
+  over what the detector reads: value, status, interval, unit, run context,
+  commit date and branch, so a changed commit order counts as a change), and
+- a fingerprint of the thresholds (`flybench.toml`'s `[regress]` fields that
+  step detection uses) and of DETECTOR, the version of the detection code.
+
+Readers (`regressions`) compute the same digests (one query, about 25 ms on
+a million rows) and read the stored steps where digest and fingerprint
+match. Where they do not (a `flybench.toml` edit, a store written by
+something that did not refresh), that machine is recomputed in memory: the
+answer is always the one `find_regressions` gives, only slower until the
+next ingest stores it. Acceptances (`flybench accept`) are applied when the
+steps are read, so accepting a level changes no stored row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from flybench.regress.accepted import Acceptance
+from flybench.regress.config import RegressConfig, load_config
+from flybench.regress.history import Regression, Step, find_regressions
+from flybench.store.db import DEFAULT_DB, connect
+
+DETECTOR = "1"
+"""Bump when step detection changes what it finds: every stored scan is then recomputed."""
+THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides")
+"""The RegressConfig fields step detection reads (p_threshold and contract_ignore are base-vs-head only)."""
+
+Scope = tuple[str, str]
+"""(subject, machine): the unit a scan covers."""
+SeriesKey = tuple[str, str, str, str, str]
+"""(subject, machine, environment, benchmark, canonical params JSON): one series."""
+
+_DIGESTS = """
+    SELECT subject, machine, count(*)::VARCHAR || ':' || bit_xor(h)::VARCHAR AS digest FROM (
+        SELECT r.subject, r.machine, hash(r.commit_hash, r.env_name, r.benchmark, r.params, r.unit, r.value,
+                                          r.status, r.ci_99_a, r.ci_99_b, r.run_context, c.date, c.branch) AS h
+        FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        WHERE (?::VARCHAR IS NULL OR r.subject = ?) AND (?::VARCHAR IS NULL OR r.machine = ?)
+        UNION ALL
+        SELECT m.subject, m.machine, hash(m.commit_hash, m.kernel, m.arch, m.metric, m.value, m.unit, c.date)
+        FROM compile_metrics m LEFT JOIN commits c ON c.subject = m.subject AND c.hash = m.commit_hash
+        WHERE (?::VARCHAR IS NULL OR m.subject = ?) AND (?::VARCHAR IS NULL OR m.machine = ?)
+    ) GROUP BY ALL ORDER BY ALL"""
+_STEP_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "kind", "runs", "last_good",
+                 "first_bad", "before", "after", "noise", "confidence", "worse")
+
+
+def fingerprint(config: RegressConfig) -> str:
+    """What the stored steps depend on besides the rows: the thresholds step detection uses, and DETECTOR."""
+    fields = {name: value for name, value in asdict(config).items() if name in THRESHOLD_FIELDS}
+    text = json.dumps({"detector": DETECTOR, **fields}, sort_keys=True,
+                      default=lambda v: sorted(v) if isinstance(v, frozenset) else list(v))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path | None = None) -> list[Scope]:
+    """Rescan every (subject, machine) whose rows or thresholds changed since it was stored; the ones rescanned.
+
+    Scans of machines that no longer have rows are dropped. Runs after the
+    writer has closed the database (the detector reads through `queries`).
+    """
+    cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    mark = fingerprint(cfg)
+    with connect(db_path, read_only=True) as conn:
+        current = _digests(conn)
+        scans = _scans(conn)
+    stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
+    found = {scope: find_regressions(db_path, subject=scope[0], machine=scope[1], config=cfg) for scope in stale}
+    gone = [scope for scope in scans if scope not in current]
+    if not stale and not gone:
+        return []
+    with connect(db_path) as conn:
+        conn.begin()
+        for subject, machine in [*stale, *gone]:
+            for table in ("regression_steps", "regression_scans"):
+                conn.execute(f"DELETE FROM {table} WHERE subject = ? AND machine = ?", [subject, machine])
+        for scope in stale:
+            conn.execute("INSERT INTO regression_scans VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
+                         [*scope, current[scope], mark])
+        rows = pd.DataFrame([_row(r) for scope in stale for r in found[scope]], columns=list(_STEP_COLUMNS))
+        if not rows.empty:
+            conn.register("found", rows)
+            conn.execute(f"INSERT INTO regression_steps ({', '.join(_STEP_COLUMNS)}) "
+                         f"SELECT {', '.join(_STEP_COLUMNS)} FROM found")
+            conn.unregister("found")
+        conn.commit()
+    return stale
+
+
+def summary(rescanned: list[Scope]) -> str:
+    """What `refresh` did, in a line for the writers' output."""
+    if not rescanned:
+        return "regressions: stored steps are current"
+    machines = ", ".join(f"{m} ({s})" for s, m in rescanned[:4]) + (" ..." if len(rescanned) > 4 else "")
+    return f"regressions: step detection rerun and stored for {len(rescanned)} machine(s): {machines}"
+
+
+def regressions(
+    db_path: str | Path = DEFAULT_DB,
+    machine: str | None = None,
+    subject: str | None = None,
+    benchmark: str | None = None,
+    config: RegressConfig | str | Path | None = None,
+    accepted: list[Acceptance] | None = None,
+) -> list[Regression]:
+    """What `find_regressions` answers, in its order, read from the store where the stored scan is current.
+
+    Machines whose scan is missing or stale are computed here and not
+    stored (a reader never writes); `refresh` stores them.
+    """
+    cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    mark = fingerprint(cfg)
+    with connect(db_path, read_only=True) as conn:
+        current = _digests(conn, subject, machine)
+        scans = _scans(conn)
+        fresh = [scope for scope, digest in current.items() if scans.get(scope) == (digest, mark)]
+        stored = _stored_steps(conn, fresh)
+        orders = _series_orders(conn, accepted or [])
+    found: list[Regression] = []
+    for scope in current:  # in (subject, machine) order, each scope's steps in find_regressions' order
+        found += stored.get(scope, []) if scope in fresh else find_regressions(
+            db_path, subject=scope[0], machine=scope[1], config=cfg)
+    found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
+             and not _accepted(r, accepted or [], orders)]
+    # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
+    return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative), not r.env_name))
+
+
+def _digests(conn: duckdb.DuckDBPyConnection, subject: str | None = None,
+             machine: str | None = None) -> dict[Scope, str]:
+    args = [subject, subject, machine, machine] * 2
+    return {(s, m): d for s, m, d in conn.execute(_DIGESTS, args).fetchall()}
+
+
+def _scans(conn: duckdb.DuckDBPyConnection) -> dict[Scope, tuple[str, str]]:
+    return {(s, m): (d, c) for s, m, d, c in
+            conn.execute("SELECT subject, machine, digest, config FROM regression_scans").fetchall()}
+
+
+def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope, list[Regression]]:
+    """The stored steps of these scopes, each scope's in the order they were stored."""
+    rows = conn.execute(
+        f"SELECT {', '.join(_STEP_COLUMNS)} FROM regression_steps "
+        "WHERE list_contains(?::VARCHAR[], subject || chr(0) || machine) ORDER BY subject, machine, rowid",
+        [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
+    steps: dict[Scope, list[Regression]] = {}
+    for (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, noise,
+         confidence, worse) in rows:
+        step = Step(last_good, first_bad, before, after, noise, confidence, worse)
+        steps.setdefault((subject, machine), []).append(
+            Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs))
+    return steps
+
+
+def _row(r: Regression) -> dict[str, object]:
+    return {"subject": r.subject, "machine": r.machine, "env_name": r.env_name, "benchmark": r.benchmark,
+            "params": json.dumps(r.params), "unit": r.unit, "kind": r.kind, "runs": r.runs,
+            "last_good": r.step.last_good, "first_bad": r.step.first_bad, "before": r.step.before,
+            "after": r.step.after, "noise": r.step.noise, "confidence": r.step.confidence, "worse": r.step.worse}
+
+
+def _series_orders(conn: duckdb.DuckDBPyConnection,
+                   acceptances: list[Acceptance]) -> dict[SeriesKey, dict[str, int]]:
+    """Each commit's position in every series of the benchmarks acceptances name, by environment and
+    params (made canonical: the same params can be written as JSON in more than one way)."""
+    if not acceptances:
+        return {}
+    keys = sorted({f"{a.subject}\0{a.machine}\0{a.benchmark}" for a in acceptances})
+    rows = conn.execute("""
+        SELECT r.subject, r.machine, r.env_name, r.benchmark, r.params, r.commit_hash
+        FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+        WHERE list_contains(?::VARCHAR[], r.subject || chr(0) || r.machine || chr(0) || r.benchmark)
+        ORDER BY r.subject, r.machine, r.env_name, r.benchmark, r.params, c.date NULLS LAST, r.commit_hash""",
+                        [keys]).fetchall()
+    orders: dict[SeriesKey, dict[str, int]] = {}
+    for subject, machine, env, name, params, commit in rows:
+        series = orders.setdefault((subject, machine, env, name, _canonical(json.loads(params))), {})
+        series[commit] = len(series)
+    return orders
+
+
+def _accepted(r: Regression, acceptances: list[Acceptance],
+              orders: dict[SeriesKey, dict[str, int]]) -> bool:
+    """Whether an acceptance covers this step, as in find_regressions: only result series, only where the
+    accepted commit was measured in the series (environment included), a first bad commit at or before it."""
+    if not r.env_name:
+        return False
+    order = orders.get((r.subject, r.machine, r.env_name, r.benchmark, _canonical(r.params)), {})
+    through = [order[a.commit] for a in acceptances
+               if a.matches(r.subject, r.machine, r.benchmark, r.params) and a.commit in order]
+    return bool(through) and order[r.step.first_bad] <= max(through)
+
+
+def _canonical(params: dict[str, object]) -> str:
+    return json.dumps(params, sort_keys=True)

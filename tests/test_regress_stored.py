@@ -1,0 +1,109 @@
+"""Stored regressions: `flybench ingest` keeps step detection's answer, and reading it gives find_regressions'."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build
+
+from flybench.cli import main
+from flybench.regress import RegressConfig, accepted, find_regressions, stored
+from flybench.store import connect
+
+ROOT = Path(__file__).resolve().parents[1]
+SERIES = "attention.Quick.track_time(c1, flydsl, bf16)"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> AsvProject:
+    return build(tmp_path_factory.getbasetemp() / "asv_toy")
+
+
+@pytest.fixture
+def db(project: AsvProject, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The toy history ingested by the verb, with a compile-only kernel whose VGPRs change at the step."""
+    path = tmp_path / "store.duckdb"
+    with connect(path) as conn:
+        for commit, vgprs in zip(project.commits[2:4], (238, 256)):
+            conn.execute("INSERT INTO compile_metrics VALUES (?, ?, 'compile-box', 'flash_attn', 'gfx950', "
+                         "'vgpr_count', ?, 'registers', NULL)", [PROJECT, commit, vgprs])
+    assert main(["ingest", str(project.results_dir), "--db", str(path), "--branch", "main"]) == 0
+    assert "step detection rerun and stored for 2 machine(s)" in capsys.readouterr().out
+    return path
+
+
+def stored_rows(db: Path) -> list[tuple]:
+    with connect(db, read_only=True) as conn:
+        return conn.execute("SELECT machine, benchmark, first_bad FROM regression_steps ORDER BY ALL").fetchall()
+
+
+def test_ingest_stores_the_steps_and_readers_read_them(db: Path, project: AsvProject) -> None:
+    assert stored_rows(db) == sorted([
+        (MACHINE, "attention.Quick.track_time", project.commits[STEP_AT]),
+        (MACHINE, "attention.Rates.track_tflops", project.commits[STEP_AT]),
+        ("compile-box", "flash_attn", project.commits[3])])
+    for scope in ({}, {"machine": MACHINE}, {"machine": "compile-box"}, {"benchmark": "*track_time"},
+                  {"subject": PROJECT, "benchmark": "flash_*"}):
+        assert stored.regressions(db, **scope) == find_regressions(db, **scope)
+    with connect(db) as conn:  # a stored answer is what readers return: no refit while the rows are unchanged
+        conn.execute("UPDATE regression_steps SET confidence = 0.5 WHERE benchmark = 'attention.Quick.track_time'")
+    [step] = [r for r in stored.regressions(db) if r.series == SERIES]
+    assert step.step.confidence == 0.5 and step.runs == "main"
+    assert stored.refresh(db) == []
+
+
+def test_changed_rows_are_recomputed_until_the_next_ingest_stores_them(db: Path, project: AsvProject) -> None:
+    with connect(db) as conn:  # flatten the planted step (a write that did not refresh the stored steps)
+        conn.execute("UPDATE results SET value = 1e-3 WHERE benchmark = 'attention.Quick.track_time'")
+    fresh = find_regressions(db)
+    assert SERIES not in [r.series for r in fresh]
+    assert stored.regressions(db) == fresh
+    assert stored.refresh(db) == [(PROJECT, MACHINE)]  # the compile-only machine's rows did not change
+    assert stored.regressions(db) == fresh and len(stored_rows(db)) == 2
+
+
+def test_new_thresholds_take_effect_without_an_ingest(db: Path, tmp_path: Path) -> None:
+    strict = RegressConfig(relative=0.6)  # above the planted 50% step
+    assert stored.regressions(db, config=strict) == find_regressions(db, config=strict) != find_regressions(db)
+    toml = tmp_path / "flybench.toml"
+    toml.write_text("[regress]\nrelative = 0.6\n")
+    assert stored.regressions(db, config=toml) == find_regressions(db, config=strict)
+    assert sorted(stored.refresh(db, strict)) == [(PROJECT, "compile-box"), (PROJECT, MACHINE)]
+    assert stored.refresh(db, strict) == [] and stored.regressions(db, config=strict) == find_regressions(
+        db, config=strict)
+
+
+def test_acceptances_apply_when_read(db: Path, project: AsvProject, tmp_path: Path) -> None:
+    file = tmp_path / "accepted.json"
+    assert main(["accept", SERIES, project.commits[STEP_AT][:8], "--reason", "exact lse costs this",
+                 "--db", str(db), "--accepted", str(file)]) == 0
+    levels = accepted.load(file)
+    found = stored.regressions(db, accepted=levels)
+    assert found == find_regressions(db, accepted=levels) and SERIES not in [r.series for r in found]
+    assert SERIES in [r.series for r in stored.regressions(db)]
+    early = [{**json.loads(file.read_text())["accepted"][0], "commit": project.commits[1]}]
+    file.write_text(json.dumps({"version": 1, "accepted": early}))  # accepted before the step: still open
+    assert SERIES in [r.series for r in stored.regressions(db, accepted=accepted.load(file))]
+
+
+def test_the_verb_answers_as_before(db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "found.json"
+    assert main(["regressions", "--db", str(db), "--format", "json", "--output", str(out)]) == 1
+    with connect(db) as conn:
+        conn.execute("DELETE FROM regression_scans")  # nothing stored: the same answer, computed
+    again = tmp_path / "computed.json"
+    assert main(["regressions", "--db", str(db), "--format", "json", "--output", str(again)]) == 1
+    assert json.loads(out.read_text()) == json.loads(again.read_text())
+
+
+@pytest.mark.skipif(not (ROOT / "results" / "flydsl" / "cpu-compile").is_dir(), reason="no committed results")
+def test_the_committed_results_read_back_in_find_regressions_order(tmp_path: Path) -> None:
+    db = tmp_path / "real.duckdb"
+    assert main(["ingest", str(ROOT / "results" / "flybench"), "--config", str(ROOT / "asv.conf.json"),
+                 "--db", str(db)]) == 0
+    assert main(["ingest", str(ROOT / "results" / "flydsl"), "--db", str(db)]) == 0
+    found = find_regressions(db)
+    assert {r.kind for r in found} == {"step", "change"}  # timings and compile-only resources both
+    assert stored.regressions(db) == found
