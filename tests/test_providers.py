@@ -74,3 +74,39 @@ def test_unknown_names_list_valid_ones(kind, name):
     args = {"workload": ("nope", "tiny", "x", "torch", "bf16"), "provider": ("gemm", "tiny", "64x48x32", "nope", "bf16")}
     with pytest.raises(FlybenchError, match="valid"):
         measure_case(*args[kind], PRESETS["tiny"])
+
+
+def test_a_record_says_which_package_and_version_ran():
+    from importlib import metadata
+
+    case = WORKLOADS["moe"].cases("tiny")[0].name
+    record = measure_case("moe", "tiny", case, "torch", "bf16", PRESETS["tiny"])
+    assert record.implementation == {"package": "torch", "version": metadata.version("torch")}
+    assert '"implementation": {"package": "torch"' in record.to_json()
+
+
+def test_a_failed_record_still_says_what_ran(monkeypatch):
+    """A wrong result is a fact about one version of one implementation: the record keeps which."""
+    import torch
+
+    from flybench.providers import torch_eager
+
+    real = torch_eager.TorchEager.build
+    monkeypatch.setattr(torch_eager.TorchEager, "build", lambda self, *a: (
+        lambda run: lambda: {"out": torch.zeros_like(run()["out"])})(real(self, *a)))
+    record = measure_case("gemm", "tiny", WORKLOADS["gemm"].cases("tiny")[0].name, "torch", "bf16", PRESETS["tiny"])
+    assert record.status == "failed" and record.implementation["package"] == "torch"
+
+
+def test_unavailable_records_claim_no_implementation():
+    record = measure_case("moe", "tiny", WORKLOADS["moe"].cases("tiny")[0].name, "rocblas", "bf16", PRESETS["tiny"])
+    assert record.implementation == {}
+
+
+@pytest.mark.parametrize("name", provider_names())
+def test_every_provider_names_its_package(name):
+    """Each provider's `module` is the top-level module of what it runs, so its distribution can be found."""
+    provider = get_provider(name)
+    assert provider.module in {"torch", "triton", "jaxlib", "jax_triton", "flydsl", "aiter"}, name
+    if name == "torch":
+        assert provider.implementation(WORKLOADS["moe"].cases("tiny")[0], "bf16")["package"] == "torch"

@@ -63,6 +63,7 @@ def fake_batch_prefill_func(q, k, v, cu_seqlens_q, kv_indptr, kv_page_indices, m
                             sink_ptr=None, sink_size=0, lse_layout=varlen_lse):
     pages, lengths = sglang_pages(kv_indptr, kv_page_indices, kv_last_page_lens, k.shape[1])
     assert max_seqlen_k == max(lengths) and max_seqlen_q == int(cu_seqlens_q.diff().max()) and return_lse is True
+    calls.append("mha_batch_prefill_func")
     o, lse = paged_attention(q, k, v, cu_seqlens_q, pages, lengths, causal, softmax_scale)
     return o.to(q.dtype), lse_layout(lse)
 
@@ -167,6 +168,14 @@ def fake_gemm_a8w8(xq, wq, x_scale, w_scale, bias, dtype):
     return ((xq.float() * x_scale) @ (wq.float() * w_scale).T).to(dtype)
 
 
+TUNED = {}
+"""The emulated tuned-GEMM table: (M, N, K, weight dtype, file) -> row."""
+
+
+def fake_gemm_config(M, N, K, q_dtype_w, tuned_file=None):
+    return TUNED.get((M, N, K, q_dtype_w, tuned_file))
+
+
 def forbidden(*args, **kwargs):
     raise AssertionError("a dispatching wrapper was called; ck and aiter-asm call the kernels' own entry points")
 
@@ -184,8 +193,12 @@ def fake_aiter(monkeypatch):
         ck_moe_stage2_fwd=fake_ck_moe_stage2_fwd, fmoe_g1u1=fake_fmoe_g1u1, get_hip_quant=fake_get_hip_quant,
         QuantType=types.SimpleNamespace(No="No", per_Token="per_Token"),
         ActivationType=types.SimpleNamespace(Silu="silu"), fused_moe=fused_moe)
+    gemm_op = types.SimpleNamespace(get_GEMM_config_with_quant_type=fake_gemm_config)
     for name, module in {"aiter": aiter, "aiter.fused_moe": fused_moe, "aiter.ops": types.SimpleNamespace(),
-                         "aiter.ops.shuffle": types.SimpleNamespace(shuffle_weight=fake_shuffle_weight)}.items():
+                         "aiter.ops.shuffle": types.SimpleNamespace(shuffle_weight=fake_shuffle_weight),
+                         "aiter.ops.gemm_op_a8w8": gemm_op, "aiter.jit.core": types.SimpleNamespace(
+                             AITER_CONFIGS=types.SimpleNamespace(AITER_CONFIG_GEMM_A8W8_FILE="a8w8_tuned_gemm.csv")),
+                         "aiter.utility": types.SimpleNamespace(dtypes=types.SimpleNamespace(fp8="fp8"))}.items():
         monkeypatch.setitem(sys.modules, name, module)
     return aiter
 
@@ -256,3 +269,48 @@ def test_batch_prefill_lse_in_the_wrong_layout_fails_the_gate(fake_aiter, monkey
 def test_ck_leaves_the_copy_to_torch(fake_aiter):
     with pytest.raises(NotImplementedError, match="copy"):
         run_gate("ck", WORKLOADS["gemm"].case("copy-1MiB"), "fp8", GFX942)
+
+
+@pytest.fixture
+def aiter_version(monkeypatch):
+    from flybench.providers import base
+
+    monkeypatch.setattr(base, "package_of", lambda module: {"package": f"dist-of-{module}", "version": "9.9"})
+
+
+@pytest.mark.parametrize("provider,case,dtype,kernels", [
+    ("ck", tiny("attention")[0], "bf16", ["aiter.mha_fwd"]),
+    ("ck", tiny("diffusion_attention")[0], "fp16", ["aiter.mha_batch_prefill_func"]),
+    ("aiter-asm", tiny("attention")[0], "bf16", ["aiter.fmha_v3_fwd"]),
+    ("aiter-asm", tiny("moe")[1], "fp8", ["aiter.fused_moe.moe_sorting", "aiter.fmoe_g1u1"]),
+], ids=lambda v: getattr(v, "name", v) if not isinstance(v, list) else "")
+def test_each_record_names_aiters_version_and_the_entry_points_called(fake_aiter, aiter_version, provider, case,
+                                                                      dtype, kernels):
+    ran = get_provider(provider).implementation(case, dtype)
+    assert ran["package"] == "dist-of-aiter" and ran["version"] == "9.9" and ran["kernels"] == kernels
+    run_gate(provider, case, dtype, GFX942)
+    assert {c.split("/")[0] for c in calls} == {k.rsplit(".", 1)[1] for k in kernels}
+    if provider == "aiter-asm":
+        assert "unexposed" in ran  # AITER does not say which assembly kernel (or CK fallback) ran
+
+
+@pytest.mark.parametrize("dtype,quant", [("bf16", "No"), ("fp8", "per_Token")])
+def test_ck_moe_records_the_block_m_the_stages_ran_with(fake_aiter, aiter_version, dtype, quant):
+    case = tiny("moe")[1]
+    ran = get_provider("ck").implementation(case, dtype)
+    run_gate("ck", case, dtype, GFX942)
+    assert calls[0] == f"moe_sorting/{ran['config']['block_m']}" and ran["config"]["block_m"] == BLOCK_M
+    assert ran["config"]["quant_type"] == quant and ran["config"]["kernelName"] == ""
+    assert "heuristic_dispatch" in ran["unexposed"]
+
+
+def test_ck_gemm_records_aiters_tuned_row_or_its_absence(fake_aiter, aiter_version):
+    case = next(c for c in tiny("gemm") if c.shape["kind"] == "gemm")
+    p = case.shape
+    assert "no tuned row" in get_provider("ck").implementation(case, "fp8")["config"]
+    TUNED[(p["m"], p["n"], p["k"], "fp8", "a8w8_tuned_gemm.csv")] = {"kernelId": 3, "splitK": 1, "kernelName": "k3"}
+    try:
+        assert get_provider("ck").implementation(case, "fp8")["config"] == {"kernelId": 3, "splitK": 1,
+                                                                            "kernelName": "k3"}
+    finally:
+        TUNED.clear()

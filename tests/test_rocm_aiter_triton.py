@@ -141,3 +141,13 @@ def test_extend_attention_reads_the_cache_in_place(fake_aiter_triton):
 def test_moe_passes_the_gate(fake_aiter_triton, case):
     run_gate("aiter-triton", case, "bf16")
     assert calls == ["fused_moe_silu", "fused_moe"]
+
+
+def test_moe_records_the_tile_config_aiters_lookup_chose(fake_aiter_triton, monkeypatch):
+    from flybench.providers import base
+
+    monkeypatch.setattr(base, "package_of", lambda module: {"package": "amd-aiter", "version": "9.9"})
+    ran = get_provider("aiter-triton").implementation(tiny("moe")[1], "bf16")
+    assert ran["package"] == "amd-aiter" and ran["config"]["BLOCK_SIZE_M"] == BLOCK_M
+    assert [k.rsplit(".", 1)[1] for k in ran["kernels"]] == ["moe_align_block_size_triton", "fused_moe_silu",
+                                                             "fused_moe"]

@@ -310,3 +310,17 @@ def test_arguments_bind_to_the_checkouts_signatures():
                          (moe.compile_moe_gemm2, {"doweight_stage2": True, "accumulate": True})):
         inspect.signature(stage).bind(model_dim=1, inter_dim=1, experts=1, topk=1, tile_m=16, tile_n=128, tile_k=128,
                                       out_dtype="bf16", in_dtype="fp8", **extra)
+
+
+def test_flydsl_records_its_checkout_and_the_tiles_it_launched(fake_flydsl, monkeypatch, tmp_path):
+    """The record says which checkout the kernels came from and the tile_m the stages were compiled with."""
+    compiled = []
+    monkeypatch.setattr(fake_flydsl, "compile_moe_gemm1", lambda **kw: compiled.append(kw) or fake_stage(1, **kw))
+    monkeypatch.setenv("FLYBENCH_FLYDSL_SRC", str(tmp_path))
+    case = next(c for c in tiny("moe") if c.shape["inter"] % 32 == 0)
+    run_gate("flydsl", case, "fp8")
+    ran = get_provider("flydsl").implementation(case, "fp8")
+    assert ran["checkout"] == str(tmp_path.resolve()) and ran["config"]["tile_m"] == compiled[0]["tile_m"]
+    assert ran["kernels"][0].endswith("compile_moe_gemm1")
+    bf16 = get_provider("flydsl").implementation(case, "bf16")
+    assert bf16["config"]["w_dtype"] == "bf16" and bf16["kernels"][0].endswith(":flydsl_a16w4_gemm1")

@@ -95,6 +95,7 @@ def _gate(record, workload, case, provider, dtype, device, seed):
     inputs = workload.make_inputs(case, dtype, device.torch_device, seed=seed)
     reference = workload.reference(case, inputs)
     runner = provider.build(case, dtype, inputs, device)
+    record.implementation = provider.implementation(case, dtype)
     if not _passes(record, runner, inputs, reference, dtype, "wrong result"):
         return None
     return _Gated(workload, case, runner, inputs, reference)

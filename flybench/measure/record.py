@@ -11,6 +11,19 @@ of its case. One JSON object a line, each with the format `version`:
   roofline's time floor at the ceilings in the contract) and `measure_s`
   (wall seconds the measurement took in its process).
 
+Since then, fields that readers of format 2 pass over unharmed, so records
+keep `version` 2 and every flybench that reads 2 reads them:
+
+- `implementation` (absent before): what ran, as the provider says it
+  (`Provider.implementation`: the distribution and its version, and where
+  known the kernels called and the configuration a library's lookup chose).
+  It is not in `contract`, because the comparison of two results refuses
+  any contract difference outside `packages`, `samples`, `clocks` and
+  `note`: a new key there would refuse every comparison against results
+  recorded before it, and a FlyDSL build's version (0.5.0.dev<commits>)
+  changes with every commit, so a base-vs-head comparison of a FlyDSL
+  change would refuse all its cases.
+
 A process killed mid-write leaves a torn line, which the next append
 continues; readers skip such lines with a warning instead of failing.
 """
@@ -53,6 +66,7 @@ class CaseRecord:
     gbps: float | None = None
     roofline_fraction: float | None = None
     contract: dict = field(default_factory=dict)
+    implementation: dict = field(default_factory=dict)
     device: dict = field(default_factory=dict)
     commit: str = ""
     env: str = ""

@@ -21,6 +21,8 @@ Not yet run on AMD hardware.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flybench.hardware import Device
 from flybench.providers import _aiter_moe, register
 from flybench.providers._rocm import aiter_reason
@@ -40,6 +42,7 @@ class AiterAsm(Provider):
     name = "aiter-asm"
     workloads = frozenset({"attention", "moe"})
     description = "AITER's hand-written assembly kernels: fmha_v3_fwd, fmoe_g1u1"
+    module = "aiter"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
         reason = aiter_reason(self.name, "AITER's assembly kernels", device)
@@ -59,6 +62,18 @@ class AiterAsm(Provider):
             args, kwargs = fmha_v3_fwd_call(case, inputs)
             return lambda: dict(zip(("out", "lse"), aiter.fmha_v3_fwd(*args, **kwargs)[:2]))
         return _one_stage_runner(case, inputs)
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        """AITER's version, the entry point, and what AITER does not say about the kernel it picked."""
+        if case.workload == "attention":
+            ran = {"kernels": ["aiter.fmha_v3_fwd"], "config": {"how_v3_bf16_cvt": HOW_V3_BF16_CVT},
+                   "unexposed": "whether fmha_v3_fwd's C++ found an assembly kernel for the shape or ran CK's "
+                                "instead (csrc/cpp_itfs/mha_fwd.cu falls back without saying so)"}
+        else:
+            ran = {"kernels": ["aiter.fused_moe.moe_sorting", "aiter.fmoe_g1u1"],
+                   "config": {"block_m": ONE_STAGE_BLOCK_M, "quant_type": "per_Token", "kernelName": ""},
+                   "unexposed": "kernelName is empty: which assembly kernel fmoe_g1u1's C++ picks for the shape"}
+        return {**super().implementation(case, dtype), **ran}
 
 
 def fmha_v3_fwd_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:

@@ -27,7 +27,7 @@ on AMD hardware.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flybench.hardware import Device
 from flybench.providers import _paged_append, register
@@ -46,6 +46,7 @@ class AiterTriton(Provider):
     name = "aiter-triton"
     workloads = frozenset({"attention", "diffusion_attention", "moe"})
     description = "AITER's own Triton kernels: flash_attn_func, extend_attention_fwd, fused_moe"
+    module = "aiter"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
         reason = aiter_reason(self.name, "AITER's Triton kernels", device) or module_reason(
@@ -75,6 +76,27 @@ class AiterTriton(Provider):
 
             return run
         return _moe_runner(case, inputs)
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        """AITER's version, the kernels, and for MoE the tile config AITER's lookup chose for the token count."""
+        ran: dict[str, Any] = {"kernels": [KERNELS[case.workload]]} if case.workload in KERNELS else {
+            "kernels": list(MOE_KERNELS), "config": moe_config(case)}
+        return {**super().implementation(case, dtype), **ran}
+
+
+KERNELS = {"attention": "aiter.ops.triton.attention.mha.flash_attn_func",
+           "diffusion_attention": "aiter.ops.triton.attention.extend_attention.extend_attention_fwd"}
+MOE_KERNELS = ("aiter.ops.triton.moe.moe_align_block_size.moe_align_block_size_triton",
+               "aiter.ops.triton.moe.moe_op_silu_fused.fused_moe_silu", "aiter.ops.triton.moe.moe_op.fused_moe")
+
+
+def moe_config(case: Case) -> dict[str, Any]:
+    """`get_optimal_moe_config_func(bf16)(tokens)`: AITER's tuned Triton tile config for this token count."""
+    import torch
+
+    from aiter.ops.triton.utils.moe_config_utils import get_optimal_moe_config_func
+
+    return dict(get_optimal_moe_config_func(torch.bfloat16)(case.shape["tokens"]))
 
 
 def flash_attn_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
@@ -110,7 +132,6 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     from aiter.ops.triton.moe.moe_align_block_size import moe_align_block_size_triton
     from aiter.ops.triton.moe.moe_op import fused_moe
     from aiter.ops.triton.moe.moe_op_silu_fused import fused_moe_silu
-    from aiter.ops.triton.utils.moe_config_utils import get_optimal_moe_config_func
     from aiter.ops.triton.utils.types import torch_to_triton_dtype
 
     from flybench.workloads.moe import route
@@ -118,7 +139,7 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     p = case.shape
     t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
     x, w13, w2 = inputs["x"], inputs["w13"], inputs["w2"]
-    config = get_optimal_moe_config_func(x.dtype)(t)
+    config = moe_config(case)
     buffers = align_buffers(t * top_k, experts, int(config["BLOCK_SIZE_M"]), x.device)
     mid = torch.empty((t * top_k, inter), dtype=x.dtype, device=x.device)
     down = torch.empty((t, top_k, h), dtype=x.dtype, device=x.device)

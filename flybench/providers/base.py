@@ -8,7 +8,8 @@ loop, Triton, FlyDSL, CK, XLA). It never hides why it cannot run: every
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Callable
+from functools import lru_cache
+from typing import Any, Callable
 
 from flybench.hardware import Device
 from flybench.workloads.base import Case, Tensors
@@ -23,6 +24,9 @@ class Provider(ABC):
     name: str
     workloads: frozenset[str]
     description: str
+    module: str = ""
+    """The top-level module whose code runs (torch, triton, jaxlib, flydsl, aiter): `implementation` names its
+    distribution and version."""
 
     @abstractmethod
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
@@ -35,3 +39,26 @@ class Provider(ABC):
         Anything that is not the kernel under test (weight layout shuffles,
         descriptor set-up) happens here, outside the timed call.
         """
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        """What ran for this case, for its record (`CaseRecord.implementation`); called after `build`.
+
+        "package" and "version": the installed distribution of `module`
+        (amd-aiter, flydsl, triton or pytorch-triton-rocm, ...). Providers
+        that know more add "kernels" (the entry points called) and "config"
+        (what a library's own lookup chose for this shape), and say in
+        "unexposed" what the library does not tell.
+        """
+        return dict(package_of(self.module)) if self.module else {}
+
+
+@lru_cache(maxsize=None)
+def package_of(module: str) -> dict[str, str | None]:
+    """{"package": distribution, "version": its version} for top-level `module`; None for each when no
+    installed distribution provides it."""
+    from importlib import metadata
+
+    names = sorted(set(metadata.packages_distributions().get(module, [])))
+    if not names:
+        return {"package": None, "version": None}
+    return {"package": names[0], "version": metadata.version(names[0])}

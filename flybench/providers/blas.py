@@ -20,6 +20,7 @@ class BlasLoop(Provider):
     """One BLAS library behind the per-expert loop; `platform` is "rocm" or "cuda"."""
 
     workloads = frozenset({"moe", "gemm"})
+    module = "torch"
 
     def __init__(self, name: str, platform: str, torch_library: str) -> None:
         self.name, self.platform, self.torch_library = name, platform, torch_library
@@ -41,6 +42,10 @@ class BlasLoop(Provider):
             return compute()
 
         return run
+
+    def implementation(self, case: Case, dtype: str) -> dict:
+        """torch's version and the library asked for (fp8 goes through torch._scaled_mm, which may not honour it)."""
+        return {**super().implementation(case, dtype), "config": {"preferred_blas_library": self.torch_library}}
 
 
 register(BlasLoop("rocblas", "rocm", "cublas"))

@@ -31,6 +31,8 @@ Not yet run on AMD hardware.
 
 from __future__ import annotations
 
+from typing import Any
+
 from flybench.hardware import Device
 from flybench.providers import _aiter_moe, _paged_append, register
 from flybench.providers._rocm import aiter_reason, paged_diffusion_runner
@@ -41,6 +43,8 @@ from flybench.workloads.base import Case, Tensors
 
 class CK(Provider):
     """CK kernels through AITER; with `time_append`, only the diffusion workload, append step included."""
+
+    module = "aiter"
 
     def __init__(self, name: str, time_append: bool) -> None:
         self.name, self.time_append = name, time_append
@@ -77,6 +81,38 @@ class CK(Provider):
         args = gemm_a8w8_args(inputs)
         return lambda: {"out": aiter.gemm_a8w8(*args)}
 
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        """AITER's version, the entry points, and what AITER's own lookups chose for this shape."""
+        return {**super().implementation(case, dtype), **_dispatched(case, dtype)}
+
+
+_CK_MOE_HEURISTIC = ("kernelName is empty, so CK's moe_stage1/2_heuristic_dispatch "
+                     "(csrc/ck_gemm_moe_2stages_codegen/gemm_moe_ck2stages.cu) picks each stage's instance from "
+                     "block_m, inter_dim and the dtypes; AITER's Python API does not name it")
+
+
+def _dispatched(case: Case, dtype: str) -> dict[str, Any]:
+    """The kernels `build` calls for `case`, and AITER's choices where its Python API makes them."""
+    if case.workload == "attention":
+        return {"kernels": ["aiter.mha_fwd"],
+                "unexposed": "the CK tile instance mha_fwd's C++ picks for the shape (use_asm_v3=false)"}
+    if case.workload == "diffusion_attention":
+        return {"kernels": ["aiter.mha_batch_prefill_func"]}
+    if case.workload == "moe":
+        quant = "per_Token" if dtype == "fp8" else "No"
+        return {"kernels": ["aiter.fused_moe.moe_sorting", "aiter.fused_moe.ck_moe_stage1", "aiter.ck_moe_stage2_fwd"],
+                "config": {**moe_stage_config(case), "quant_type": quant, "kernelName": ""},
+                "unexposed": _CK_MOE_HEURISTIC}
+    from aiter.jit.core import AITER_CONFIGS
+    from aiter.ops.gemm_op_a8w8 import get_GEMM_config_with_quant_type
+    from aiter.utility import dtypes
+
+    p = case.shape  # the lookup gemm_a8w8_CK makes (aiter/ops/gemm_op_a8w8.py), on the fp8 the workload drew
+    tuned = get_GEMM_config_with_quant_type(p["m"], p["n"], p["k"], dtypes.fp8,
+                                            AITER_CONFIGS.AITER_CONFIG_GEMM_A8W8_FILE)
+    return {"kernels": ["aiter.gemm_a8w8"],
+            "config": dict(tuned) if tuned else "no tuned row for this shape: CK's default instance, splitK 0"}
+
 
 def mha_fwd_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
     """`aiter.mha_fwd(q, k, v, dropout_p, softmax_scale, is_causal, window_size_left, window_size_right,
@@ -109,14 +145,12 @@ def _two_stage_runner(case: Case, inputs: Tensors) -> Runner:
     from aiter.ops.shuffle import shuffle_weight
 
     p = case.shape
-    t, top_k, experts, inter = p["tokens"], p["top_k"], p["experts"], p["inter"]
+    t, top_k, inter = p["tokens"], p["top_k"], p["inter"]
     weights = _aiter_moe.moe_weights(inputs, shuffle_weight)
     fp8 = weights["w1_scale"] is not None
     quant_type = aiter.QuantType.per_Token if fp8 else aiter.QuantType.No
     quantize, q_dtype = _aiter_moe.quantizer(aiter, fp8), weights["w1"].dtype
-    padded = fused_moe.get_padded_M(t)
-    stage = {"block_m": int(fused_moe.get_block_size_M(padded, top_k, experts, inter)),
-             "use_non_temporal_load": bool(fused_moe.use_nt(padded, top_k, experts))}
+    stage = moe_stage_config(case)
     mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
     silu = aiter.ActivationType.Silu
 
@@ -135,6 +169,17 @@ def _two_stage_runner(case: Case, inputs: Tensors) -> Runner:
         return {"out": s.out}
 
     return run
+
+
+def moe_stage_config(case: Case) -> dict[str, Any]:
+    """block_m and the non-temporal-load flag from AITER's default heuristics on `get_padded_M(tokens)`,
+    as fused_moe_2stages takes them without a tuned row."""
+    from aiter import fused_moe
+
+    p = case.shape
+    padded = fused_moe.get_padded_M(p["tokens"])
+    return {"block_m": int(fused_moe.get_block_size_M(padded, p["top_k"], p["experts"], p["inter"])),
+            "use_non_temporal_load": bool(fused_moe.use_nt(padded, p["top_k"], p["experts"]))}
 
 
 def gemm_a8w8_args(inputs: Tensors) -> tuple:

@@ -20,6 +20,7 @@ from flybench.workloads.base import Case, Tensors
 
 class Flex(Provider):
     name = "flex"
+    module = "torch"
     workloads = frozenset({"diffusion_attention", "attention"})
     description = "torch FlexAttention (torch.nn.attention.flex_attention) with a block mask"
 

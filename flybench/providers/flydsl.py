@@ -40,7 +40,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flybench import envvars
 from flybench.hardware import Device
@@ -127,6 +127,8 @@ def import_a16wmix_host() -> ModuleType:
 class FlyDSL(Provider):
     """FlyDSL kernels; with `time_append`, only the diffusion workload, append step included."""
 
+    module = "flydsl"
+
     def __init__(self, name: str, time_append: bool) -> None:
         self.name, self.time_append = name, time_append
         self.workloads = frozenset({"diffusion_attention"} if time_append
@@ -160,6 +162,40 @@ class FlyDSL(Provider):
                                      **paged_call(case, inputs, cache, out))}
 
         return paged_diffusion_runner(inputs, attend, self.time_append)
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        """FlyDSL's version, the checkout its kernels came from, the entry points and the tiles flybench chose."""
+        return {**super().implementation(case, dtype), "checkout": str(checkout()), **dispatched(case, dtype)}
+
+
+_ATTENTION = "kernels.attention.flash_attn_interface.flydsl_flash_attn_func"
+
+
+def dispatched(case: Case, dtype: str) -> dict[str, Any]:
+    """The entry points `build` calls for `case` and the configuration it passes them."""
+    p = case.shape
+    if case.workload == "attention":
+        return {"kernels": [_ATTENTION],
+                "unexposed": "which kernel flydsl_flash_attn_func dispatches (generic or gfx950) is not returned"}
+    if case.workload == "diffusion_attention":
+        return {"kernels": [_ATTENTION], "config": {"page_size": PAGE_SIZE, "paged": True},
+                "unexposed": "not returned; read from flash_attn_interface._flydsl_flash_attn_paged, these cases "
+                             "(no bias, at most 256 queries per sequence) take _build_paged_light"}
+    if dtype == "fp8":
+        tiles = {"tile_m": _moe_layout.row_tile(p["tokens"], p["top_k"], p["experts"]), "tile_n": MOE_TILE_N,
+                 "tile_k": MOE_TILE_K}
+        return {"kernels": ["kernels.moe.moe_gemm_2stage.compile_moe_gemm1",
+                            "kernels.moe.moe_gemm_2stage.compile_moe_gemm2"], "config": tiles}
+    host = _A16WMIX_HOST.as_posix()
+    return {"kernels": [f"{host}:flydsl_a16w4_gemm1", f"{host}:flydsl_a16w4_gemm2"],
+            "config": {"w_dtype": "bf16", "use_csv_config": False, **a16w16_tiles(case)}}
+
+
+def a16w16_tiles(case: Case) -> dict[str, Any]:
+    """Stage tiles of upstream's a16w16 test: tile_m 32, tile_k 256, stage 1's tile_n 256 (128 when inter is
+    not a multiple of 256), stage 2's 256."""
+    return {"tile_m": A16WMIX_TILE_M, "tile_k": 256, "tile_n_stage1": 256 if case.shape["inter"] % 256 == 0 else 128,
+            "tile_n_stage2": 256}
 
 
 def check_scale(case: Case) -> None:
@@ -262,16 +298,15 @@ def a16wmix_calls(case: Case, routing: _moe_layout.SortedRouting, x: "torch.Tens
                   out: "torch.Tensor") -> tuple[dict, dict]:
     """Keyword arguments of `flydsl_a16w4_gemm1` and `flydsl_a16w4_gemm2` (moe_a16wmix_host.py) for a16w16,
     as test_moe_gemm.py `_run_a16w4_moe_e2e` passes them with w_dtype="bf16"."""
-    p = case.shape
+    p, tiles = case.shape, a16w16_tiles(case)
     shared = {"sorted_expert_ids": routing.expert_ids, "cumsum_tensor": routing.num_valid_ids, "NE": p["experts"],
-              "D_HIDDEN": p["hidden"], "D_INTER": p["inter"], "topk": p["top_k"], "tile_m": A16WMIX_TILE_M,
-              "tile_k": 256, "w_dtype": "bf16", "use_csv_config": False}
+              "D_HIDDEN": p["hidden"], "D_INTER": p["inter"], "topk": p["top_k"], "tile_m": tiles["tile_m"],
+              "tile_k": tiles["tile_k"], "w_dtype": "bf16", "use_csv_config": False}
     stage1 = {"a_bf16": x, "w1_u8": w1, "w1_scale_u8": no_scale, "m_indices": routing.sorted_ids,
-              "inter_sorted_bf16": mid, "n_tokens": p["tokens"], "tile_n": 256 if p["inter"] % 256 == 0 else 128,
-              **shared}
+              "inter_sorted_bf16": mid, "n_tokens": p["tokens"], "tile_n": tiles["tile_n_stage1"], **shared}
     stage2 = {"inter_sorted_bf16": mid, "w2_u8": w2, "w2_scale_u8": no_scale, "sorted_token_ids": routing.sorted_ids,
               "sorted_weights": routing.sorted_weights, "flat_out": out, "M_logical": p["tokens"],
-              "max_sorted": int(mid.shape[0]), "tile_n": 256, **shared}
+              "max_sorted": int(mid.shape[0]), "tile_n": tiles["tile_n_stage2"], **shared}
     return stage1, stage2
 
 

@@ -38,6 +38,7 @@ OUTPUTS = ("out", "lse")
 
 class JaxTriton(Provider):
     name = "jax-triton"
+    module = "jax_triton"
     workloads = frozenset({"diffusion_attention"})
     description = "the project's Triton kernels inside jax.jit as XLA custom calls (jax-triton)"
 

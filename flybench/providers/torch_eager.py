@@ -18,6 +18,7 @@ from flybench.workloads.base import Case, Tensors
 
 class TorchEager(Provider):
     name = "torch"
+    module = "torch"
     workloads = frozenset({"diffusion_attention", "attention", "mla_decode", "moe", "moe_stage", "gemm"})
     description = "eager torch: SDPA for attention, grouped GEMM for bf16 MoE, torch.matmul for GEMM"
 

@@ -31,6 +31,7 @@ def fp8_matrix_units(arch: str) -> bool:
 
 class TritonKernels(Provider):
     name = "triton"
+    module = "triton"
     workloads = frozenset({"diffusion_attention", "moe"})
     description = "flybench's Triton kernels: paged diffusion attention with split-K, fused routed MoE (bf16, fp8)"
 

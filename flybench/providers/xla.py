@@ -54,6 +54,8 @@ JAX_INSTALL = ("pip install 'flybench[jax]' (CPU); on a GPU also JAX's backend f
 class Xla(Provider):
     """JAX/XLA formulations; `moe_path` picks "ragged" (xla) or "dense" (xla-dense) for the MoE."""
 
+    module = "jaxlib"  # XLA, the compiler that runs these, ships in jaxlib
+
     def __init__(self, name: str, moe_path: str) -> None:
         self.name, self.moe_path = name, moe_path
         self.workloads = frozenset({"moe"} if moe_path == "dense"
