@@ -97,6 +97,31 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+def figures(*, duration_s: float | None, read_bytes: float | None, write_bytes: float | None,
+            min_bytes: float | None, l2_hits: float | None, l2_misses: float | None, matrix_busy: float | None,
+            lds_conflicts: float | None, lds_instructions: float | None,
+            occupancy: float | None) -> dict[str, float]:
+    """DERIVED from what a backend read off its tool's counters, the same arithmetic for every tool.
+
+    Fractions come in as fractions (0..1); a figure whose inputs are missing is left out.
+    """
+    moved = read_bytes + write_bytes if read_bytes is not None and write_bytes is not None else None
+    lookups = l2_hits + l2_misses if l2_hits is not None and l2_misses is not None else None
+    found = {
+        "duration_s": duration_s,
+        "hbm_read_bytes": read_bytes,
+        "hbm_write_bytes": write_bytes,
+        "hbm_bytes": moved,
+        "hbm_over_min": ratio(moved, min_bytes),
+        "hbm_gbps": ratio(moved, duration_s * 1e9 if duration_s else None),
+        "l2_hit_rate": ratio(l2_hits, lookups),
+        "matrix_busy": matrix_busy,
+        "lds_conflicts_per_instruction": ratio(lds_conflicts, lds_instructions),
+        "occupancy": occupancy,
+    }
+    return {name: value for name, value in found.items() if value is not None}
+
+
 class Backend(Protocol):
     """A profiler: how to find it, run the case under it, and read what it wrote."""
 
