@@ -145,3 +145,14 @@ def test_a_torn_or_foreign_line_is_skipped_with_a_warning(tmp_path):
     path.write_text(good.to_json() + "\n" + json.dumps({**json.loads(good.to_json()), "version": 9}) + "\n{\"torn")
     found, warnings = counter_records.read(path)
     assert len(found) == 1 and len(warnings) == 2 and "upgrade flybench" in warnings[0]
+
+
+def test_a_run_and_its_counter_pass_need_no_store():
+    """`flybench run --counters` runs on measuring machines that have no DuckDB (the store is for ingest)."""
+    import subprocess
+
+    code = ("import sys, flybench.cli.run, flybench.cli._summary, flybench.cli._counters, flybench.counters.target; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('duckdb', 'orjson') "
+            "or m.startswith('flybench.store')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -8,7 +8,6 @@ timing results stand.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from flybench import hardware
@@ -61,8 +60,9 @@ def _progress(total: int):
 
 
 def _print_table(records) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from flybench.console import print_rich
 
     table = Table(title="hardware counters (one call each)", title_justify="left")
     for column in ("case", "provider", "dtype", "kernels", *SHOWN):
@@ -72,4 +72,4 @@ def _print_table(records) -> None:
             table.add_row(r.case, r.provider, r.dtype, r.status, *[""] * len(SHOWN))
             continue
         table.add_row(r.case, r.provider, r.dtype, str(len(r.kernels)), *[format_figure(n, r.derived.get(n)) for n in SHOWN])
-    Console(file=sys.stdout, width=None if sys.stdout.isatty() else 200).print(table)
+    print_rich(table)

@@ -28,7 +28,7 @@ def print_run_summary(machine_dir: Path, run_id: str, file: IO[str] | None = Non
     from rich.table import Table
     from rich.text import Text
 
-    from flybench.regress.report import print_rich
+    from flybench.console import print_rich
 
     found = run_records(machine_dir, run_id)
     listed = [r for r in found if r["status"] != "unavailable"]

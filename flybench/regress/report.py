@@ -23,15 +23,15 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlencode
 
 from asv.util import human_value
-from rich.console import Console, Group, RenderableType
-from rich.measure import Measurement
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from flybench.console import print_rich
 from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
 from flybench.regress.history import Regression
@@ -135,18 +135,6 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
                                   dashboard=dashboard) + "\n")
         else:
             stream.write(to_json(outcome) + "\n")
-
-
-def print_rich(renderable: RenderableType, file: IO[str] | None = None) -> None:
-    """Print to `file` (default stdout): on a terminal at its width, elsewhere (a CI log, a file, a pipe) at the
-    renderable's full width, where rich would otherwise cut every line to 80 columns."""
-    stream = file or sys.stdout
-    if getattr(stream, "isatty", lambda: False)():
-        Console(file=stream).print(renderable)
-        return
-    console = Console(file=stream, width=10**6)
-    width = Measurement.get(console, console.options, renderable).maximum
-    Console(file=stream, width=max(width, 80)).print(renderable)
 
 
 def summary_line(comparison: Comparison) -> str:
