@@ -2,27 +2,36 @@
 
 The case's call runs once per pass under
 
-    rocprofv3 --selected-regions --output-format csv -d OUT/rocprofv3/pass_N -o counters --pmc A B ... -- TARGET --range roctx
+    rocprofv3 --marker-trace --output-format csv -d OUT/rocprofv3/pass_N -o counters --pmc A B ... -- TARGET --range roctx
 
 One pass is one run of the target process: the hardware counts only so many
 events per block at once (`passes`), and rocprofv3 fails a `--pmc` set
-that does not fit one pass rather than replaying the kernel. rocprofv3
-ignores hipProfilerStart/Stop; with `--selected-regions` it starts with
-collection off and collects only between `roctxProfilerResume(0)` and
-`roctxProfilerPause(0)` (rocprofv3.py's help for the option; tool.cpp starts
-the context only on those calls), which is what flybench.counters.target
-calls with `--range roctx`.
+that does not fit one pass rather than replaying the kernel.
 
-Each pass writes `counters_counter_collection.csv` (the output file is
-`<-o>_counter_collection.csv` under `-d`; generateCSV.cpp): one row per
-(dispatch, counter), with the columns Correlation_Id, Dispatch_Id, Agent_Id,
-Queue_Id, Process_Id, Thread_Id, Grid_Size, Kernel_Id, Kernel_Name,
-Workgroup_Size, LDS_Block_Size, Scratch_Size, VGPR_Count, Accum_VGPR_Count,
-SGPR_Count, Counter_Name, Counter_Value, Start_Timestamp, End_Timestamp
-(ns). A counter's value is summed over the hardware instances it has (XCDs,
-shader engines, L2 channels) before it is written. Passes run in separate
-processes, so their Dispatch_Ids differ; they are joined dispatch by
-dispatch in launch order, and must launch the same kernels.
+The range. rocprofv3 takes no range from hipProfilerStart/Stop, and its
+counter collection runs in a context of its own that is started at launch
+and that neither `--selected-regions` nor `roctxProfilerPause`/`Resume`
+stop (rocprofiler-sdk's tool.cpp: those pause only the tracing context): it
+counts every dispatch, warm-ups included. So flybench.counters.target marks
+the call with `roctxProfilerResume(0)`/`roctxProfilerPause(0)` (`--range
+roctx`), `--marker-trace` records both calls, and `read` keeps the
+dispatches whose Correlation_Id lies between theirs: internal correlation
+ids come from one process-wide counter, drawn by each marker call and each
+dispatch as it is enqueued (context/correlation_id.cpp, marker.cpp,
+hsa/queue.cpp).
+
+Each pass writes, under its `-d`, `counters_counter_collection.csv` and
+`counters_marker_api_trace.csv` (`<-o>_<domain>.csv`; generateCSV.cpp). The
+first has one row per (dispatch, counter), with the columns Correlation_Id,
+Dispatch_Id, Agent_Id, Queue_Id, Process_Id, Thread_Id, Grid_Size,
+Kernel_Id, Kernel_Name, Workgroup_Size, LDS_Block_Size, Scratch_Size,
+VGPR_Count, Accum_VGPR_Count, SGPR_Count, Counter_Name, Counter_Value,
+Start_Timestamp, End_Timestamp (ns); a counter's value is summed over the
+hardware instances it has (XCDs, shader engines, L2 channels). The second
+has Domain, Function, Process_Id, Thread_Id, Correlation_Id,
+Start_Timestamp, End_Timestamp, one row per ROCTx call. Passes run in
+separate processes, so their ids differ; their dispatches are joined in
+launch order, and must be the same kernels.
 
 Counter names are those of rocprofiler-sdk's counter_defs.yaml for gfx942
 and gfx950 (ROCm/rocm-systems, projects/rocprofiler-sdk, August 2025).
@@ -44,9 +53,9 @@ from flybench.counters._model import Counter, KernelCounters, figures
 
 TOOL = "rocprofv3"
 INSTALL_HINT = ("install ROCm's rocprofiler-sdk package (`apt install rocprofiler-sdk` or `dnf install "
-                "rocprofiler-sdk`, ROCm 7.0 or newer for --selected-regions) and put /opt/rocm/bin on PATH")
+                "rocprofiler-sdk`; this backend follows ROCm 7.0's rocprofv3) and put /opt/rocm/bin on PATH")
 OUTPUT = "rocprofv3"  # under the pass's out_dir: pass_1, pass_2, ...
-PREFIX = "counters"  # rocprofv3 -o: the file is counters_counter_collection.csv
+PREFIX = "counters"  # rocprofv3 -o: the files are counters_counter_collection.csv, counters_marker_api_trace.csv
 RANGE = ["--range", "roctx"]  # flybench.counters.target marks the range with ROCTx
 
 BLOCK_LIMITS = {"SQ": 8, "TCC": 4, "TCP": 4, "TA": 2, "TD": 2, "GRBM": 2, "SPI": 6, "CPC": 2, "CPF": 2}
@@ -109,15 +118,8 @@ class Rocprofv3:
     install_hint = INSTALL_HINT
 
     def available(self) -> str | None:
-        path = shutil.which(TOOL)
-        if path is None:
+        if shutil.which(TOOL) is None:
             return f"`{TOOL}` is not on PATH: {INSTALL_HINT}"
-        try:
-            done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"`{path} --help` failed ({exc}): {INSTALL_HINT}"
-        if "--selected-regions" not in done.stdout:
-            return f"`{path}` has no --selected-regions, which marks the profiled range: {INSTALL_HINT}"
         return None
 
     def version(self) -> str:
@@ -128,21 +130,28 @@ class Rocprofv3:
         return [DURATION, *(c for group in groups(arch) for c in group), *DISPATCH]
 
     def commands(self, target: list[str], out_dir: Path, arch: str) -> list[list[str]]:
-        return [[TOOL, "--selected-regions", "--output-format", "csv", "-d", str(pass_dir(out_dir, n)), "-o", PREFIX,
+        return [[TOOL, "--marker-trace", "--output-format", "csv", "-d", str(pass_dir(out_dir, n)), "-o", PREFIX,
                  "--pmc", *(c.name for c in counters), "--", *target, *RANGE]
                 for n, counters in enumerate(passes(arch), 1)]
 
     def read(self, out_dir: Path, arch: str) -> list[KernelCounters]:
         planned = passes(arch)
-        files = [_pass_file(pass_dir(out_dir, n)) for n in range(1, len(planned) + 1)]
+        files = [_pass_file(pass_dir(out_dir, n), "counter_collection") for n in range(1, len(planned) + 1)]
         if all(f is None for f in files):
             return []  # rocprofv3 writes no file when no dispatch was counted
         missing = [n for n, f in enumerate(files, 1) if f is None]
         if missing:
             raise ValueError(f"rocprofv3 wrote no counter_collection CSV for pass {missing[0]} under "
                              f"{pass_dir(out_dir, missing[0])}, but did for others")
-        return join([parse_counter_collection(f.read_text(), {c.name for c in counters}, str(f))
-                     for f, counters in zip(files, planned)])
+        counted = []
+        for n, (path, counters) in enumerate(zip(files, planned), 1):
+            markers = _pass_file(pass_dir(out_dir, n), "marker_api_trace")
+            if markers is None:
+                raise ValueError(f"no marker_api_trace CSV for pass {n} under {pass_dir(out_dir, n)}: "
+                                 "the range's ROCTx calls were not recorded (rocprofv3 --marker-trace)")
+            within = parse_range(markers.read_text(), str(markers))
+            counted.append(parse_counter_collection(path.read_text(), {c.name for c in counters}, within, str(path)))
+        return join(counted)
 
     def derive(self, total: Mapping[str, float], min_bytes: float | None) -> dict[str, float]:
         return derive(total, min_bytes)
@@ -187,42 +196,66 @@ def pass_dir(out_dir: Path, n: int) -> Path:
     return out_dir / OUTPUT / f"pass_{n}"
 
 
-def _pass_file(where: Path) -> Path | None:
-    """The pass's counter_collection CSV, wherever under its -d rocprofv3 put it (some versions add pmc_1/)."""
-    found = sorted(where.rglob("*counter_collection.csv")) if where.is_dir() else []
+def _pass_file(where: Path, domain: str) -> Path | None:
+    """The pass's CSV of one domain, wherever under its -d rocprofv3 put it (some versions add pmc_1/)."""
+    found = sorted(where.rglob(f"*{domain}.csv")) if where.is_dir() else []
     if len(found) > 1:
-        raise ValueError(f"more than one counter_collection CSV under {where}: {[str(f) for f in found]}")
+        raise ValueError(f"more than one {domain} CSV under {where}: {[str(f) for f in found]}")
     return found[0] if found else None
 
 
 def parse_version(text: str) -> str:
     """`rocprofv3 --version` (ROCm 7.0+) prints `key: value` lines: `1.0.0 (ROCm 7.0.0)` from its version and
-    rocm_version; the first line when it has neither (an older rocprofv3 has no --version)."""
+    rocm_version; `unknown` without them (rocprofv3 before ROCm 7.0 has no --version)."""
     fields = dict(re.findall(r"^\s*(\w+):\s*(\S.*?)\s*$", text, re.MULTILINE))
     if "version" not in fields:
-        return (text.strip().splitlines() or ["unknown"])[0]
+        return "unknown"
     rocm = fields.get("rocm_version")
     return f"{fields['version']} (ROCm {rocm})" if rocm else fields["version"]
 
 
-REQUIRED = ("Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value", "Start_Timestamp", "End_Timestamp")
-
-
-def parse_counter_collection(text: str, requested: Collection[str], source: str = "counter_collection.csv"
-                             ) -> list[KernelCounters]:
-    """The dispatches of one pass's counter_collection CSV, in launch (Dispatch_Id) order.
-
-    Every dispatch must carry every `requested` counter; rows of other counters are not kept. A value that
-    is not finite (a derived counter dividing by zero) is left out, as ncu's `n/a` is.
-    """
+def _rows(text: str, columns: Sequence[str], source: str) -> csv.DictReader:
     reader = csv.DictReader(io.StringIO(text))
-    absent = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    absent = [c for c in columns if c not in (reader.fieldnames or [])]
     if absent:
         raise ValueError(f"{source}: no column {', '.join(absent)} (header: {reader.fieldnames})")
+    return reader
+
+
+def parse_range(text: str, source: str = "marker_api_trace.csv") -> tuple[int, int]:
+    """The Correlation_Ids of the range's roctxProfilerResume and roctxProfilerPause, from a marker_api_trace CSV."""
+    calls: dict[str, list[int]] = {"roctxProfilerResume": [], "roctxProfilerPause": []}
+    for line, row in enumerate(_rows(text, ("Function", "Correlation_Id"), source), 2):
+        if row["Function"] in calls:
+            try:
+                calls[row["Function"]].append(int(row["Correlation_Id"]))
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"{source} line {line}: {exc}") from None
+    (resume, pause) = calls.values()
+    if len(resume) != 1 or len(pause) != 1 or not resume[0] < pause[0]:
+        raise ValueError(f"{source}: the range is one roctxProfilerResume, then one roctxProfilerPause; found "
+                         f"Resume at {resume or 'none'} and Pause at {pause or 'none'}")
+    return resume[0], pause[0]
+
+
+REQUIRED = ("Correlation_Id", "Dispatch_Id", "Kernel_Name", "Counter_Name", "Counter_Value", "Start_Timestamp",
+            "End_Timestamp")
+
+
+def parse_counter_collection(text: str, requested: Collection[str], within: tuple[int, int],
+                             source: str = "counter_collection.csv") -> list[KernelCounters]:
+    """The dispatches of one pass's counter_collection CSV enqueued inside the range, in launch order.
+
+    `within` is the range's (Resume, Pause) correlation ids. Every dispatch must carry every `requested`
+    counter; rows of other counters are not kept. A value that is not finite (a derived counter dividing
+    by zero) is left out, as ncu's `n/a` is.
+    """
     dispatches: dict[int, KernelCounters] = {}
     seen: dict[int, set[str]] = {}
-    for line, row in enumerate(reader, 2):
+    for line, row in enumerate(_rows(text, REQUIRED, source), 2):
         try:
+            if not within[0] < int(row["Correlation_Id"]) < within[1]:
+                continue
             dispatch = int(row["Dispatch_Id"])
             value = float(row["Counter_Value"])
             start, end = int(row["Start_Timestamp"]), int(row["End_Timestamp"])

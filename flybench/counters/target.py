@@ -8,8 +8,9 @@ calls compile and autotune outside the range, so the profiler sees the
 steady-state kernels of exactly one call. The range is marked with the
 profiler API of the device runtime (`cudaProfilerStart`/`Stop`, for ncu),
 or with `--range roctx` by ROCTx's `roctxProfilerResume`/`Pause` (for
-rocprofv3, which ignores HIP's); profilers start with collection off and
-collect only inside it. STATUS.json says whether the call ran.
+rocprofv3, which takes no range from HIP's); the profiler collects only
+inside the range, or (rocprofv3) keeps only what was launched inside it.
+STATUS.json says whether the call ran.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from flybench import hardware
 
 WARMUP_CALLS = 3
 ROCTX_LIBRARIES = ("librocprofiler-sdk-roctx.so.1", "librocprofiler-sdk-roctx.so")
-"""ROCTx of rocprofiler-sdk (its rocprofiler-sdk-roctx package), whose profiler-control calls rocprofv3 obeys."""
+"""ROCTx of rocprofiler-sdk (its rocprofiler-sdk-roctx package), whose profiler-control calls rocprofv3 records."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(name)
     parser.add_argument("--range", choices=("cuda", "roctx"), default="cuda",
                         help="the API that marks the profiled range: the device runtime's profiler start/stop "
-                             "(ncu), or roctxProfilerResume/Pause (rocprofv3 --selected-regions)")
+                             "(ncu), or ROCTx's roctxProfilerResume/Pause (rocprofv3)")
     args = parser.parse_args(argv)
     from flybench.measure.case import checked_call
 
@@ -56,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def profiled_range(api: str) -> tuple[Callable[[], None], Callable[[], None]]:
-    """Start and stop of the profiled range. rocprofv3 ignores hipProfilerStart/Stop (what torch's profiler
-    start/stop call on ROCm); it collects only between roctxProfilerResume(0) and roctxProfilerPause(0)."""
+    """Start and stop of the profiled range. rocprofv3 takes no range from hipProfilerStart/Stop (what torch's
+    profiler start/stop call on ROCm); its range markers are roctxProfilerResume(0) and roctxProfilerPause(0)."""
     if api == "cuda":
         import torch
 
