@@ -88,8 +88,8 @@ def _mfma_ops(*types: str) -> list[tuple[Counter, ...]]:
 GROUPS: list[tuple[Counter, ...]] = [
     # HBM read bytes: 128-byte requests are TCC_BUBBLE, 32-byte ones TCC_EA0_RDREQ_32B, the rest of TCC_EA0_RDREQ
     # are 64-byte (rocprofiler-sdk's FETCH_SIZE on gfx942 and gfx950; rocprof-compute's "L2-Fabric Read BW").
-    # TCC_BUBBLE is not among the issue's candidates: without it gfx942/gfx950's 128-byte reads count as 64.
-    # With them, the EA reads bound for DRAM (not another die or IO): the share of the fabric reads that HBM served.
+    # TCC_BUBBLE is not in issue 18's list: without it gfx942/gfx950's 128-byte reads would count as 64.
+    # TCC_EA0_RDREQ_DRAM, the EA reads bound for DRAM (not another die or IO), shares their pass to be compared.
     (Counter("TCC_EA0_RDREQ_sum", "request"), Counter("TCC_EA0_RDREQ_32B_sum", "request"),
      Counter("TCC_BUBBLE_sum", "request"), Counter("TCC_EA0_RDREQ_DRAM_sum", "request")),
     # HBM write bytes: TCC_EA0_WRREQ_64B are 64-byte, the rest of TCC_EA0_WRREQ 32-byte (WRITE_SIZE, both archs).
@@ -197,7 +197,7 @@ def pass_dir(out_dir: Path, n: int) -> Path:
 
 
 def _pass_file(where: Path, domain: str) -> Path | None:
-    """The pass's CSV of one domain, wherever under its -d rocprofv3 put it (some versions add pmc_1/)."""
+    """The pass's CSV of one domain, wherever under its -d rocprofv3 put it (an input file's passes get pmc_N/)."""
     found = sorted(where.rglob(f"*{domain}.csv")) if where.is_dir() else []
     if len(found) > 1:
         raise ValueError(f"more than one {domain} CSV under {where}: {[str(f) for f in found]}")
