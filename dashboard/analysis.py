@@ -1,30 +1,28 @@
 """The regression engine's verdicts as tables: steps in drawn series, open regressions, comparisons.
 
-Nothing here judges on its own: steps come from `flybench.regress.history.detect`,
-open regressions from `find_regressions`, verdicts from `flybench.regress.compare`,
+Nothing here judges on its own: steps and open regressions are `find_regressions`' (stored by
+the last ingest, `flybench.regress.stored`), verdicts from `flybench.regress.compare`,
 with the thresholds of `flybench.toml`, so the dashboard always agrees with
 `flybench regressions` and `flybench compare`.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from dashboard.frames import case_text, cell_text, fmt, params_text
+from dashboard.frames import case_text, cell_text, fmt
 from flybench.benchmark_names import workload_of
-from flybench.regress import CaseResult, Comparison, Regression, load_config
+from flybench.regress import CaseResult, Comparison, RegressConfig, Regression, load_config, stored
 from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
-from flybench.regress.history import (
-    Point,
-    _weight,  # asv publish's point weight, as find_regressions uses it
-    detect,
-)
+from flybench.regress.history import Point, detect
 from flybench.regress.report import (
     _case_cells,  # the evidence column of `flybench compare`
     resource_text,
@@ -40,30 +38,25 @@ STEP_COLUMNS = ["machine", "env_name", "params", "last_good", "first_bad", "firs
 
 
 def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
-                  subject: str | None = None, series: list[tuple[str, str, str]] | None = None) -> pd.DataFrame:
-    """The steps `detect` finds in the series of one benchmark (worse steps; every change if deterministic).
+                  subject: str | None = None, series: list[tuple[str, str, str]] | None = None,
+                  config: RegressConfig | None = None) -> pd.DataFrame:
+    """The steps `flybench regressions` finds in the series of one benchmark (every change if deterministic).
 
-    `series`: only these (machine, env_name, params) keys; step detection is
-    the costly part (about 0.1-0.3 s per 1,000-commit series), so a page asks
-    only for the series it draws.
+    Read from the steps the last ingest stored (`flybench.regress.stored`;
+    computed here only where they are stale). `series`: only these
+    (machine, env_name, params) keys, the series a page draws.
     """
-    rows = queries.benchmark_history(db_path, benchmark, machines, subject)
-    cfg = load_config()
-    wanted = set(series) if series is not None else None
-    found: list[dict[str, Any]] = []
-    for (machine, env, params), one in rows.groupby(["machine", "env_name", "params"], sort=False):
-        if wanted is not None and (machine, env, params) not in wanted:
-            continue
-        unit = one["unit"].iloc[0]
-        points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r))
-                  for r in queries.records(one)]
-        dates = dict(zip(one["commit_hash"], one["commit_date"]))
-        for step in detect(points, cfg.thresholds(benchmark, params_text(params), unit)):
-            found.append({"machine": machine, "env_name": env, "params": params, "last_good": step.last_good,
-                          "first_bad": step.first_bad, "first_bad_date": dates.get(step.first_bad),
-                          "before": step.before, "after": step.after, "relative": step.relative,
-                          "confidence": step.confidence, "noise": step.noise, "unit": unit, "worse": step.worse})
-    return pd.DataFrame(found, columns=STEP_COLUMNS)
+    found = stored.regressions(db_path, subject=subject, benchmark=glob.escape(benchmark), config=config)
+    wanted = None if series is None else {(m, e, json.dumps(json.loads(p))) for m, e, p in series}
+    found = [r for r in found if r.env_name and (machines is None or r.machine in machines)
+             and (wanted is None or (r.machine, r.env_name, json.dumps(r.params)) in wanted)]
+    dates = {s: queries.commit_dates(db_path, s, sorted({r.step.first_bad for r in found if r.subject == s}))
+             for s in {r.subject for r in found}}
+    return pd.DataFrame([{
+        "machine": r.machine, "env_name": r.env_name, "params": json.dumps(r.params), "last_good": r.step.last_good,
+        "first_bad": r.step.first_bad, "first_bad_date": dates[r.subject].get(r.step.first_bad),
+        "before": r.step.before, "after": r.step.after, "relative": r.step.relative, "confidence": r.step.confidence,
+        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse} for r in found], columns=STEP_COLUMNS)
 
 
 def resource_changes(rows: pd.DataFrame) -> pd.DataFrame:
@@ -94,22 +87,44 @@ def regression_rows(found: list[Regression]) -> pd.DataFrame:
     rows = pd.DataFrame([{
         "subject": r.subject, "machine": r.machine,
         "workload": workload_of(r.benchmark) if r.env_name else None,  # compile metrics: a kernel, no workload
-        "benchmark": r.benchmark, "params": r.params, "run": r.runs,
+        "benchmark": r.benchmark, "env_name": r.env_name, "params": r.params, "run": r.runs,
         "parameters": ", ".join(map(str, r.params.values())), "kind": r.kind,
         "commits": f"{r.step.last_good[:8]}..{r.step.first_bad[:8]}", "last_good": r.step.last_good,
         "first_bad": r.step.first_bad, "before": r.step.before, "after": r.step.after,
         "change": r.step.relative, "absolute": r.step.absolute, "confidence": r.step.confidence,
         "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse,
-    } for r in found], columns=["subject", "machine", "workload", "benchmark", "params", "run", "parameters", "kind",
-                                "commits",
-                                "last_good", "first_bad", "before", "after", "change", "absolute", "confidence",
-                                "noise", "unit", "worse"])
+    } for r in found], columns=["subject", "machine", "workload", "benchmark", "env_name", "params", "run", "parameters",
+                                "kind", "commits", "last_good", "first_bad", "before", "after", "change", "absolute",
+                                "confidence", "noise", "unit", "worse"])
     rows["label"] = rows["benchmark"] + " · " + rows["parameters"] + " @ " + rows["machine"]
     rows["verdict"] = rows["worse"].map({True: "regression", False: "improvement"})
     _add_texts(rows, "before", "after")
     rows["evidence"] = ["exact (deterministic metric)" if k == "change" else f"confidence {c:.0%}, noise {fmt(n, u)}"
                         for k, c, n, u in zip(rows["kind"], rows["confidence"], rows["noise"], rows["unit"])]
     return rows
+
+
+RESOURCE_RANK = ("spill", "scratch", "occupancy", "vgpr", "agpr", "lds", "smem", "registers", "sgpr")
+"""Resource metrics by how directly a change costs speed: spills and scratch go through memory, occupancy
+hides latency, and the VGPR, AGPR and LDS budgets set occupancy; SGPRs, code size and instruction counts
+(matched by nothing here) come last."""
+
+
+def resource_metric(benchmark: str, params: dict[str, Any], env_name: str) -> str:
+    """The metric a deterministic change is of: `vgpr_count` (compile_metrics table), `vgprs` (a result)."""
+    return str(params.get("metric", "")) if not env_name else benchmark.rsplit(".", 1)[-1].removeprefix("track_")
+
+
+def by_relevance(rows: pd.DataFrame) -> pd.DataFrame:
+    """Deterministic changes, the ones that cost speed first: worse before better, then by RESOURCE_RANK,
+    a metric leaving 0 (the first spill, the first AGPR) before any percentage, then by size of change."""
+    metric = [resource_metric(b, p, e) for b, p, e in zip(rows["benchmark"], rows["params"], rows["env_name"])]
+    rank = [next((i for i, key in enumerate(RESOURCE_RANK) if key in m), len(RESOURCE_RANK)) for m in metric]
+    size = rows["change"].abs().replace(np.inf, np.nan)
+    order = rows.assign(metric=metric, _better=~rows["worse"].astype(bool), _rank=rank,
+                        _from_zero=rows["before"] != 0, _size=-size.fillna(0), _absolute=-rows["absolute"].abs())
+    keys = ["_better", "_rank", "_from_zero", "_size", "_absolute"]
+    return order.sort_values(keys, kind="stable").drop(columns=keys)
 
 
 def case_rows(cases: list[CaseResult]) -> pd.DataFrame:

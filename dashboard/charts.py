@@ -15,8 +15,8 @@ import pandas as pd
 
 
 MISSING = "#dddddd"
-HISTORY_FIELDS = ["panel", "series", "provider", "commit_date", "short", "message", "url", "y", "y_lo", "y_hi", "status", "why",
-                  "provenance", "run"]
+HISTORY_FIELDS = ["panel", "series", "provider", "commit_date", "short", "message", "author", "url", "y", "y_lo", "y_hi",
+                  "status", "why", "provenance", "run"]
 PANEL_HEIGHT = 200
 PANEL_WIDTH = 720
 """A history panel's plot area: small multiples stay readable at this size whatever their legend holds."""
@@ -88,7 +88,7 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
                alt.Tooltip("panel:N", title="machine"),
                alt.Tooltip("short:N", title="commit"),
                alt.Tooltip("commit_date:T", title="date", format="%Y-%m-%d %H:%M"), alt.Tooltip("run:N"),
-               alt.Tooltip("message:N"), alt.Tooltip("y:Q", title=f"value ({unit_label})", format=".4~g"),
+               alt.Tooltip("message:N"), alt.Tooltip("author:N"), alt.Tooltip("y:Q", title=f"value ({unit_label})", format=".4~g"),
                alt.Tooltip("provenance:N", title="measured by")]
     base = alt.Chart().encode(x=x)
     point = "datum.layer == 'point'"

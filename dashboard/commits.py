@@ -53,22 +53,25 @@ def _read(config: Path, mtime_ns: int) -> Repo | None:
 
 
 @st.cache_data(ttl=300, show_spinner=False)
-def messages(repo_dir: str) -> dict[str, str]:
-    """Subject lines of every commit in the repository (cached a few minutes: new commits show up)."""
-    done = subprocess.run(["git", "-C", repo_dir, "log", "--all", "--format=%H%x1f%s"],
+def log(repo_dir: str) -> dict[str, tuple[str, str]]:
+    """Subject line and author of every commit in the repository (cached a few minutes: new commits show up)."""
+    done = subprocess.run(["git", "-C", repo_dir, "log", "--all", "--format=%H%x1f%s%x1f%an"],
                           capture_output=True, text=True, check=False)
-    return dict(line.split("\x1f", 1) for line in done.stdout.splitlines() if "\x1f" in line)
+    return {fields[0]: (fields[1], fields[2]) for fields in (line.split("\x1f") for line in done.stdout.splitlines())
+            if len(fields) == 3}
 
 
 def annotate(frame: pd.DataFrame, titles: pd.DataFrame | None = None) -> pd.DataFrame:
-    """A copy with `short` (8 characters), `message` ('' where unknown) and `url` (None where unknown).
+    """A copy with `short` (8 characters), `message` and `author` ('' where unknown) and `url` (None where unknown).
 
     `titles` (subject, hash, title), as `queries.commit_titles` gives them, name
-    the commits of subjects with no checkout at hand (FlyDSL's, when imported).
+    the commits of subjects with no checkout at hand (FlyDSL's, when imported);
+    authors come from a checkout only.
     """
     out = frame.copy()
     out["short"] = out["commit_hash"].str[:8]
     out["message"] = ""
+    out["author"] = ""
     out["url"] = None
     if titles is not None and not titles.empty and not out.empty:
         known = dict(zip(zip(titles["subject"], titles["hash"]), titles["title"]))
@@ -78,8 +81,10 @@ def annotate(frame: pd.DataFrame, titles: pd.DataFrame | None = None) -> pd.Data
         return out
     mine = out["subject"] == where.subject
     if where.path is not None:
-        known = messages(str(where.path))
-        out.loc[mine, "message"] = out.loc[mine, "commit_hash"].map(known).fillna("")
+        known = log(str(where.path))
+        found = out.loc[mine, "commit_hash"].map(known)
+        out.loc[mine, "message"] = [f[0] if isinstance(f, tuple) else "" for f in found]
+        out.loc[mine, "author"] = [f[1] if isinstance(f, tuple) else "" for f in found]
     if where.commit_url:
         out.loc[mine, "url"] = where.commit_url + out.loc[mine, "commit_hash"]
     return out

@@ -24,7 +24,7 @@ from dashboard import filters, frames, ui
 from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
-from flybench.regress import find_regressions
+from flybench.regress import stored
 from flybench.regress.compare import compare
 from flybench.store import DEFAULT_DB, queries
 
@@ -34,12 +34,13 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "latest_cases": queries.latest_cases,
     "latest_results": queries.latest_results,
     "benchmark_history": queries.benchmark_history,
+    "benchmark_cases": queries.benchmark_cases,
     "commits": queries.commits,
     "shared_cases": queries.shared_cases,
     "commit_titles": queries.commit_titles,
     "resources": queries.resource_history,
     "history_steps": history_steps,
-    "regressions": find_regressions,
+    "regressions": stored.regressions,
     "compare": compare,
 }
 """Everything a page may ask for, by name, so one cached function serves them all."""

@@ -20,7 +20,7 @@ from dashboard.names import provider_label
 from flybench.benchmark_names import is_own, series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
-from flybench.regress.report import value_text
+from flybench.regress.report import METRIC_LABELS, value_text
 
 FLYBENCH = "flybench"
 """The provenance of rows flybench measured itself; imported rows carry their `source` instead."""
@@ -383,6 +383,19 @@ def roof_lines(roofs: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
         lines += [{"roof": roof.ceiling, "intensity": x, "tflops": min(roof.tflops, gbps * x / 1000),
                    "end": x == xs[-1]} for x in xs]
     return pd.DataFrame(lines)
+
+
+def metric_label(metric: str) -> str:
+    """'VGPRs' for vgpr_count: the report's names, else the metric with spaces."""
+    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+
+
+def kernel_name(kernel: Any, params: Any) -> str:
+    """A compile-only kernel as engineers name it: its `kernel` parameter (else `kernel`, the compile_metrics
+    table's name), the parameters other than kernel, arch and metric following in brackets."""
+    given = params_dict(params)
+    rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch", "metric"))
+    return str(given.get("kernel", kernel)) + (f" ({rest})" if rest else "")
 
 
 def case_text(params: Any) -> str:

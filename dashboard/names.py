@@ -21,6 +21,7 @@ PROVIDER_LABELS = {
     "xla": "XLA (ragged_dot)",
     "xla-dense": "XLA dense",
     "jax-triton": "Triton in jax.jit",
+    "flydsl-jax": "FlyDSL in jax.jit",
     "ck": "CK (AITER)",
     "ck+append": "CK (AITER) + KV append",
     "aiter-asm": "AITER asm",

@@ -111,6 +111,17 @@ def history_link(subject: str, benchmark: str, case: str) -> str:
     return "history?" + urlencode({"subject": subject, "benchmark": benchmark, "params": case})
 
 
+def alert_link(subject: str, machine: str, series: str, runs: str | None = None) -> str:
+    """The Regressions page showing one series' alert (and the imported-runs rule the link was made under)."""
+    query = {"subject": subject, "machine": machine, "series": series, **({"runs": runs} if runs else {})}
+    return "regressions?" + urlencode(query)
+
+
+def resources_link(kernel: str) -> str:
+    """The Kernel resources page of one kernel."""
+    return "resources?" + urlencode({"kernel": kernel})
+
+
 def no_rows(what: str) -> None:
     """An empty selection is a normal state, not an error: say what would fill it."""
     st.info(f"No {what} for this selection. Widen the filters in the sidebar.")

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from fixtures.asv_project import MACHINE, PROJECT, AsvProject, build, case_record, write_sidecar
 
+from flybench.regress import stored
 from flybench.store import connect, ingest, queries
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,6 +89,7 @@ def build_db(base: Path) -> DashboardDB:
                                         ("group_segment_fixed_size", 49152, "bytes")):
                 conn.execute("INSERT INTO compile_metrics VALUES (?, ?, ?, 'flash_attn_generic', 'gfx950', ?, ?, ?, "
                              "NULL)", [PROJECT, commit, MACHINE, metric, value, unit])
+    stored.refresh(db)  # as `flybench ingest` ends: the steps stored for the pages to read
     built = DashboardDB(db, project, project.root / "asv.conf.json", h200 is not None)
     _BUILT[base] = built
     return built
@@ -125,6 +127,7 @@ def ci_store(dash_db: DashboardDB, tmp_path_factory: pytest.TempPathFactory) -> 
         pytest.skip(f"{FLYDSL_CI} not found (the shared data folder)")
     db = Path(shutil.copy(dash_db.path, tmp_path_factory.mktemp("flydsl-ci") / "dashboard.duckdb"))
     assert import_file(FLYDSL_CI, db).ok
+    stored.refresh(db)  # as `flybench import` ends
     return db
 
 

@@ -276,10 +276,32 @@ def test_regressions_lists_the_planted_step(db: DashboardDB) -> None:
     time = rows.loc["attention.Quick.track_time"]
     assert time["commits"] == f"{commits[2][:8]}..{commits[3][:8]}" and time["change"] == pytest.approx(0.5)
     assert (time["base_text"], time["head_text"]) == ("1.00ms", "1.50ms") and time["evidence"].startswith("confidence 100%")
-    assert rows.loc["flash_attn_generic", "head_text"] == "256 registers"  # compile metrics are listed too
-    assert charts(at) == 1
+    assert "flash_attn_generic" not in rows.index  # resource changes have a section of their own
+    resources = frame(at, "metric_label").set_index("kernel")
+    assert resources.loc["flash_attn_generic", "head_text"] == "256 registers"
+    assert resources.loc["flash_attn_generic", "delta"] == "+18"
+    assert resources.loc["flash_attn_generic", "resources"] == "resources?kernel=flash_attn_generic"
+    assert charts(at) == 1  # timings get bars; resource changes (0 -> 28 has no bar) a ranked table
     quiet = open_page(db.path, "regressions", machine=SECOND)  # one commit there: nothing can have regressed
-    assert not quiet.dataframe and texts(quiet, "success") == ["No open regression for this selection."]
+    assert not quiet.dataframe and texts(quiet, "success") == ["No open regression for this selection.",
+                                                               "No resource got worse in this selection."]
+    series = "attention.Quick.track_time(c1, flydsl, bf16)"
+    alert = open_page(db.path, "regressions", subject=PROJECT, machine=MACHINE, series=series)
+    assert list(frame(alert, "commits")["parameters"]) == ["c1, flydsl, bf16"]  # History's alert link lands here
+
+
+def test_resource_changes_rank_what_costs_speed_first() -> None:
+    from dashboard import analysis
+
+    rows = pd.DataFrame({
+        "benchmark": ["compile_metrics.Amd.track_sgprs", "compile_metrics.Amd.track_agprs",
+                      "compile_metrics.Amd.track_vgpr_spills", "compile_metrics.Amd.track_vgprs", "k"],
+        "params": [{}, {}, {}, {}, {"arch": "gfx950", "metric": "vgpr_count"}],
+        "env_name": ["e", "e", "e", "e", ""], "worse": [True, True, True, False, True],
+        "before": [31, 0, 0, 250, 238], "after": [106, 28, 1, 240, 256]})
+    rows = rows.assign(absolute=rows["after"] - rows["before"], change=(rows["after"] - rows["before"]) / rows["before"])
+    ranked = analysis.by_relevance(rows)
+    assert list(ranked["metric"]) == ["vgpr_spills", "vgpr_count", "agprs", "sgprs", "vgprs"]
 
 
 def test_kernel_resources_across_commits(db: DashboardDB) -> None:
@@ -387,27 +409,30 @@ def test_regressions_mark_imports_follow_the_runs_rule_and_leave_compile_duratio
     assert len(everything) >= len(main)
 
 
-def test_regressions_are_computed_once_per_database_version_and_options(db: DashboardDB, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Step detection is the page's whole cost: a rerun or widget change reuses it; an ingest (a new file) does not."""
+def test_regressions_are_read_from_the_store_not_refitted(db: DashboardDB, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps the ingest stored are the page's answer: no step detection while they are current, one read
+    per database version; a write that did not store them is answered by the detector until the next ingest."""
     from dashboard import data
+    from flybench.regress import stored
 
     copy = tmp_path / "copy.duckdb"  # a file no other test has cached answers for
     shutil.copy(db.path, copy)
     monkeypatch.setenv("FLYBENCH_DB", str(copy))
-    calls: list[str] = []
-    find = data.LOADERS["regressions"]
-    monkeypatch.setitem(data.LOADERS, "regressions", lambda *a, **k: calls.append(k["machine"]) or find(*a, **k))
+    fits: list[str | None] = []
+    detect = stored.find_regressions
+    monkeypatch.setattr(stored, "find_regressions", lambda *a, **k: fits.append(k["machine"]) or detect(*a, **k))
+    reads: list[object] = []
+    read = data.LOADERS["regressions"]
+    monkeypatch.setitem(data.LOADERS, "regressions", lambda *a, **k: reads.append(k) or read(*a, **k))
     at = open_page(copy, "regressions")
-    machines = len(calls)
-    assert machines >= 2  # once per machine
     at.toggle(key="all_changes").set_value(True).run()
     at.multiselect(key="machine").select(SECOND).run()
-    assert not at.exception and len(calls) == machines  # widget changes: served from the cache
-    with connect(copy) as conn:  # an ingest changes the file's identity
-        conn.execute("CREATE TABLE touched AS SELECT 1 AS x")
+    assert not at.exception and len(reads) == 1 and fits == []  # widget changes: served from the cache
+    with connect(copy) as conn:  # new rows, stored by something that did not store the steps
+        conn.execute("UPDATE results SET value = value * 2 WHERE machine = ?", [SECOND])
     open_page(copy, "regressions")
-    assert len(calls) == 2 * machines
+    assert len(reads) == 2 and fits == [SECOND]
 
 
 def test_history_benchmark_picker_reads_as_labels_and_the_url_keeps_the_id(db: DashboardDB) -> None:

@@ -20,9 +20,15 @@ from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
 MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
-COLUMNS = ["panel", "series", "provider", "short", "commit_date", "run", "message", "status", "value", "ci_99_a", "ci_99_b",
-           "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
-STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "what", "bisect"]
+MAX_POINTS = 150
+"""Values drawn per line: a longer series is thinned in the query (each commit range's lowest and highest value,
+its newest values, failures and detected steps kept), since a browser drawing 20 lines of 1,000 commits is what
+made a widget change slow, and 720 pixels show no more."""
+COLUMNS = ["panel", "series", "provider", "short", "commit_date", "run", "message", "author", "status", "value",
+           "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
+STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "author", "what",
+                "alert", "bisect"]
+SERIES = ["machine", "env_name", "params"]
 
 
 def main() -> None:
@@ -41,20 +47,29 @@ def main() -> None:
     log = st.sidebar.toggle("Logarithmic value axis", key="log", bind="query-params",
                             help="For series whose values differ by orders of magnitude (tiny and large shapes).")
     mine = allowed[allowed["benchmark"] == benchmark]
-    rows = filters.within(data.load("benchmark_history", benchmark=benchmark,
-                                    machines=sorted(mine["machine"].unique())), mine)
-    rows = frames.provenance(filters.in_runs(rows, rule))
-    rows = rows[(rows["status"] != "unavailable").groupby([rows["machine"], rows["env_name"], rows["params"]])
-                .transform("any")]  # a series the provider never ran in has nothing to draw
-    if rows.empty:
+    cases = filters.within(data.load("benchmark_cases", benchmark=benchmark,
+                                     machines=sorted(mine["machine"].unique())), mine)
+    cases = frames.provenance(filters.in_runs(cases, rule))
+    cases = cases[cases["ran"].astype(bool)]  # a series the provider never ran in has nothing to draw
+    if cases.empty:
         st.caption(f"No provider could run {benchmark} on {', '.join(sorted(mine['machine'].unique()))}.")
         return
-    rows = rows.assign(case_text=rows["params"].map(frames.case_text))
-    case = filters.pick_one("Case", "params", ranked(rows, "case_text"), sidebar=False)
-    for subject, one in rows[rows["case_text"] == case].groupby("subject", sort=True):
-        st.header(" · ".join(p for p in (op_name(one), case, str(subject)) if p), divider="gray")
+    cases = cases.assign(case_text=cases["params"].map(frames.case_text))
+    case = filters.pick_one("Case", "params", ranked(cases, "case_text", weight="commits"), sidebar=False)
+    for subject, chosen in cases[cases["case_text"] == case].groupby("subject", sort=True):
+        series = sorted(chosen[SERIES].drop_duplicates().itertuples(index=False, name=None))
+        steps = data.load("history_steps", benchmark=benchmark, machines=sorted(chosen["machine"].unique()),
+                          subject=subject, series=series, config=load_config())
+        rows = data.load("benchmark_history", benchmark=benchmark, machines=sorted(chosen["machine"].unique()),
+                         subject=subject, params=sorted(chosen["params"].unique()), max_points=MAX_POINTS,
+                         keep=sorted(set(steps["last_good"]) | set(steps["first_bad"])))
+        rows = frames.provenance(filters.in_runs(filters.within(rows, mine), rule))
+        rows = rows[pd.MultiIndex.from_frame(rows[SERIES]).isin(series)]
+        if rows.empty:
+            continue
+        st.header(" · ".join(p for p in (op_name(rows), case, str(subject)) if p), divider="gray")
         st.caption(f"Benchmark `{series_name(benchmark, [case] if case else [])}`; one panel per machine.")
-        subject_history(str(subject), benchmark, one, log)
+        subject_history(str(subject), benchmark, rows, steps, log)
 
 
 def op_name(rows: pd.DataFrame) -> str:
@@ -63,30 +78,36 @@ def op_name(rows: pd.DataFrame) -> str:
     return str(ops.iloc[0]) if len(ops) else str(rows["workload"].iloc[0])
 
 
-def ranked(rows: pd.DataFrame, column: str) -> list[str]:
-    """`column`'s values, the one measured on the most architectures and machines first (the default pick)."""
+def ranked(rows: pd.DataFrame, column: str, weight: str | None = None) -> list[str]:
+    """`column`'s values, the one measured on the most architectures and machines first (the default pick), then
+    the one with the most rows (or the most `weight`)."""
     counts = rows.groupby(column).agg(archs=("arch", "nunique"), machines=("machine", "nunique"),
-                                      rows=("machine", "size"))
+                                      rows=(weight, "sum") if weight else ("machine", "size"))
     return list(counts.sort_values(["archs", "machines", "rows"], ascending=False, kind="stable").index)
 
 
-def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, log: bool) -> None:
+def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.DataFrame, log: bool) -> None:
     """The small multiples, their rows and the detected steps of one subject's series of one case."""
     rows = prepare(rows)
     lines = rows.groupby("panel")["series"].nunique()
     if lines.max() > MAX_LINES:  # keep each panel readable: its busiest lines, and say so
-        busiest = rows.groupby(["panel", "series"]).size().groupby(level=0, group_keys=False).nlargest(MAX_LINES)
+        busiest = rows.groupby(["panel", "series"])["series_rows"].max().groupby(level=0, group_keys=False) \
+            .nlargest(MAX_LINES)
         rows = rows.set_index(["panel", "series"]).loc[busiest.index].reset_index()
         st.warning(f"Up to {lines.max()} lines in one panel; drawing the {MAX_LINES} with the most commits. "
                    "Narrow the filters (provider, imported runs) to see the others.")
-    drawn = sorted(rows[["machine", "env_name", "params"]].drop_duplicates().itertuples(index=False, name=None))
-    steps = step_marks(data.load("history_steps", benchmark=benchmark, machines=sorted(rows["machine"].unique()),
-                                 subject=subject, series=drawn), rows, benchmark)
+    steps = step_marks(steps, rows, benchmark, subject)
     bands = frames.threshold_band(rows, load_config(), rows.attrs["factor"])
     ui.chart(charts.history(rows, bands, steps, rows.attrs["axis"], log), rows, f"history-{subject}", COLUMNS,
              stretch=False)
     st.caption("Shaded around each line: the alert threshold, " + (bands["band"].iloc[0] if not bands.empty else "")
                + " (flybench.toml [regress]); a narrower tint: the 99% interval of each value.")
+    thinned = rows.drop_duplicates(["panel", "series"])["series_rows"]
+    if (thinned > MAX_POINTS).any():
+        st.caption(f"Downsampled for drawing: {len(rows):,} of {int(thinned.sum()):,} values. A line of more than "
+                   f"{MAX_POINTS} commits shows the lowest and highest value of each of {MAX_POINTS // 2} commit "
+                   "ranges, its newest values, every failure and the commits around each detected step; the steps "
+                   "are found on every value. The rows behind the chart are the drawn ones.")
     ui.provenance_note(rows)
     if (rows["status"] == "failed").any():
         st.caption("✕ on the bottom edge: a commit where the case failed (correctness or a crash); "
@@ -96,9 +117,11 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, log: bool)
         return
     st.subheader("Detected steps")
     st.caption("Found by asv's step detection with flybench's noise calibration, as `flybench regressions` finds "
-               "them; the red dashed rules mark the first bad commit. `bisect` finds the commit inside a range.")
+               "them; the red dashed rules mark the first bad commit. `alert` opens the series' row on the "
+               "Regressions page; `bisect` finds the commit inside a range.")
     ui.table(steps, f"steps-{subject}", STEP_COLUMNS, column_config={
         "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
+        "alert": st.column_config.LinkColumn("alert", display_text="open"),
         "bisect": st.column_config.TextColumn("bisect command")})
 
 
@@ -126,19 +149,23 @@ def run_text(rows: pd.DataFrame) -> pd.Series:
                       for c, p in zip(context, pr)], index=rows.index, dtype=object)
 
 
-def step_marks(steps: pd.DataFrame, rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
-    """The detected steps of the drawn series: their panel, line, commit message, run and bisect command."""
-    labels = rows.drop_duplicates(["machine", "env_name", "params"])[["machine", "env_name", "params", "panel",
-                                                                        "series"]]
-    marked = steps.merge(labels, on=["machine", "env_name", "params"])
-    about = rows.drop_duplicates("commit_hash").set_index("commit_hash")
-    marked["message"] = marked["first_bad"].map(about["message"]).fillna("")
-    marked["run"] = marked["first_bad"].map(about["run"]).fillna("")
+def step_marks(steps: pd.DataFrame, rows: pd.DataFrame, benchmark: str, subject: str) -> pd.DataFrame:
+    """The detected steps of the drawn series: their panel, line, first bad commit's message, author and run,
+    a link to the series' alert and the bisect command."""
+    labels = rows.drop_duplicates(SERIES)[[*SERIES, "panel", "series", "provenance"]]
+    marked = steps.merge(labels, on=SERIES)
+    about = commits.annotate(marked[["first_bad"]].rename(columns={"first_bad": "commit_hash"}).assign(subject=subject),
+                             data.load("commit_titles"))
+    marked["message"], marked["author"] = about["message"].to_numpy(), about["author"].to_numpy()
+    runs = rows.drop_duplicates("commit_hash").set_index("commit_hash")["run"]
+    marked["run"] = marked["first_bad"].map(runs).fillna("")
     marked["tag"] = [f"{c[:8]} {m}".strip()[:48] for c, m in zip(marked["first_bad"], marked["message"])]
     marked["what"] = [f"{s}: {frames.step_text(r)}" for s, r in zip(marked["series"], marked.itertuples())]
-    marked["bisect"] = [f"flybench bisect '{series_name(benchmark, list(frames.params_dict(p).values()))}' "
-                        f"{g[:8]} {b[:8]}" for p, g, b in zip(marked["params"], marked["last_good"],
-                                                               marked["first_bad"])]
+    names = [series_name(benchmark, list(frames.params_dict(p).values())) for p in marked["params"]]
+    marked["alert"] = [ui.alert_link(subject, m, n, st.query_params.get("runs"))
+                       for m, n in zip(marked["machine"], names)]
+    marked["bisect"] = [f"flybench bisect '{n}' {g[:8]} {b[:8]}" for n, g, b in
+                        zip(names, marked["last_good"], marked["first_bad"])]
     return marked
 
 

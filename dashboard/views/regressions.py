@@ -1,24 +1,30 @@
 """Regressions: the open regressions in the stored history, with commit range, size and confidence.
 
 The list is `flybench regressions`' own (asv's step detection, thresholds and
-noise calibration from flybench.toml), so the page, the nightly alert and the
-terminal agree. Changes of deterministic metrics (registers, LDS bytes) that
-are not worse are listed only on request. A compile's duration is noise of
-the machine that compiled, not a property of the kernel: its steps are
-counted apart and never listed as regressions. The imported-runs rule applies
-to where the first bad commit was measured.
+noise calibration from flybench.toml), read from the steps `flybench ingest`
+stored (`flybench.regress.stored`), so the page, the nightly alert and the
+terminal agree and a first render is a read, not a refit. Timing steps and
+changes of deterministic metrics (registers, LDS bytes, spills) are listed
+apart: a resource change is exact, ranked by how directly it costs speed
+(spills and occupancy first), and only the worse ones unless asked. A
+compile's duration is noise of the machine that compiled, not a property of
+the kernel: its steps are counted apart and never listed. The imported-runs
+rule applies to where the first bad commit was measured.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, data, filters, frames, ui
-from flybench.benchmark_names import is_compile_duration
+from flybench.benchmark_names import is_compile_duration, series_name
 from flybench.regress import load_config
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "evidence", "run",
            "history", "subject", "kind", "unit"]
+RESOURCE_COLUMNS = ["machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change", "commits",
+                    "verdict", "resources", "benchmark", "subject", "unit"]
 
 
 def main() -> None:
@@ -29,14 +35,8 @@ def main() -> None:
     data.require_data(resources=True)
     facets, rule = data.facets()
     allowed = filters.scope(facets, ("subject", "arch", "machine", "workload"))
-    found = []
-    config = load_config()  # part of the cache key: new thresholds in flybench.toml are a new answer
-    machines = sorted(allowed["machine"].unique())
-    progress = st.progress(0.0, "Step detection over the history (once per machine and database version)...")
-    for done, machine in enumerate(machines, 1):  # cached per machine: narrowing the filters costs nothing
-        found += data.load("regressions", machine=machine, config=config)
-        progress.progress(done / len(machines))
-    progress.empty()
+    # stored by the last ingest; a flybench.toml edit (part of the key) is answered afresh until the next one
+    found = data.load("regressions", config=load_config())
     rows = filters.within(analysis.regression_rows(found), allowed, ("subject", "machine", "workload"))
     source = facets.groupby("machine")["provenance"].first()
     rows = rows.assign(provenance=rows["machine"].map(source).fillna(frames.FLYBENCH))
@@ -44,28 +44,66 @@ def main() -> None:
     rows = filters.in_runs(rows, rule)
     durations = rows["benchmark"].map(is_compile_duration).astype(bool)
     rows = rows[~durations]
-    if not st.toggle("Also list resource changes that are not worse", key="all_changes", bind="query-params"):
-        rows = rows[rows["worse"]]
+    rows = one_series(rows)
+    for column in ("base_text", "head_text", "label"):
+        rows[column] = [frames.mark(t, p) for t, p in zip(rows[column], rows["provenance"])]
+    steps(rows[rows["kind"] == "step"])
+    resource_changes(rows[rows["kind"] == "change"])
     if durations.any():
         st.caption(f"Not listed: {int(durations.sum())} steps in compile durations (how long a compile took on "
                    "its machine is noise of that machine, not a kernel regression; see Kernel resources).")
+    ui.provenance_note(rows)
+
+
+def one_series(rows: pd.DataFrame) -> pd.DataFrame:
+    """The alert of one series when the link asks for it (`?series=`, as History's steps link here)."""
+    wanted = st.query_params.get("series")
+    if not wanted:
+        return rows
+    names = [series_name(b, list(p.values())) for b, p in zip(rows["benchmark"], rows["params"])]
+    st.info(f"The alert of `{wanted}` only; remove `series` from the address to list them all.")
+    return rows[[n == wanted for n in names]]
+
+
+def steps(rows: pd.DataFrame) -> None:
+    """The statistical steps of timed series (and rates), biggest first, each linking to its case's History."""
+    st.header("Timings and rates", divider="gray")
     if rows.empty:
         st.success("No open regression for this selection.")
         return
-    for column in ("base_text", "head_text"):
-        rows[column] = [frames.mark(t, p) for t, p in zip(rows[column], rows["provenance"])]
-    rows["label"] = [frames.mark(t, p) for t, p in zip(rows["label"], rows["provenance"])]
-    rows["history"] = [ui.history_link(s, b, frames.case_text(p)) for s, b, p in
-                       zip(rows["subject"], rows["benchmark"], rows["params"])]
+    rows = rows.assign(history=[ui.history_link(s, b, frames.case_text(p)) for s, b, p in
+                                zip(rows["subject"], rows["benchmark"], rows["params"])])
     worse = int(rows["worse"].sum())
     st.subheader(f"{worse} open regression{'s' if worse != 1 else ''}"
-                 + (f", {len(rows) - worse} other changes" if len(rows) > worse else ""))
+                 + (f", {len(rows) - worse} other steps" if len(rows) > worse else ""))
     ui.chart(charts.change_bars(rows, "change (first bad vs last good)"), rows, "regressions-chart", COLUMNS)
     ui.table(rows, "regressions", COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",
         "run": "first bad measured in", "history": st.column_config.LinkColumn("history", display_text="open")})
-    ui.provenance_note(rows)
+
+
+def resource_changes(rows: pd.DataFrame) -> None:
+    """Changes of deterministic metrics, exact and ranked by relevance; a table, since 0 -> 28 has no bar."""
+    st.header("Resource changes (exact)", divider="gray")
+    every = st.toggle("Also list resource changes that are not worse", key="all_changes", bind="query-params")
+    shown = analysis.by_relevance(rows if every else rows[rows["worse"]])
+    if shown.empty:
+        st.success("No resource got worse in this selection." if not every else "No resource changed.")
+        return
+    shown = shown.assign(
+        kernel=[frames.kernel_name(b, p) for b, p in zip(shown["benchmark"], shown["params"])],
+        metric_label=shown["metric"].map(frames.metric_label),
+        arch=[p.get("arch", "") for p in shown["params"]],
+        delta=[f"{a:+,g}" for a in shown["absolute"]])
+    shown["resources"] = shown["kernel"].map(ui.resources_link)
+    st.caption(f"{int(shown['worse'].sum())} worse, ranked by how directly they cost speed: spills and scratch, "
+               "then occupancy, then the VGPR, AGPR and LDS budgets that set it, then the rest; a metric leaving "
+               "0 (the first spill) before any percentage.")
+    ui.table(shown, "resource-changes", RESOURCE_COLUMNS, column_config={
+        "metric_label": "metric", "base_text": "before", "head_text": "after",
+        "change": st.column_config.NumberColumn("change", format="percent"), "commits": "last..first changed",
+        "resources": st.column_config.LinkColumn("kernel resources", display_text="open")})
 
 
 main()

@@ -16,7 +16,6 @@ import streamlit as st
 from dashboard import analysis, charts, commits, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration
 from flybench.regress import load_config
-from flybench.regress.report import METRIC_LABELS
 
 COLUMNS = ["kernel_name", "arch", "metric_label", "value", "unit", "short", "commit_date", "message", "status", "why",
            "origin", "subject", "machine"]
@@ -59,31 +58,18 @@ def main() -> None:
 
 
 def kernel_names(rows: pd.DataFrame) -> pd.Series:
-    """The kernel as engineers name it: the `kernel` parameter of a compile-only result, else the table's name.
-
-    The benchmark id (`compile_metrics.Amd`) stays in `origin`, and other
-    parameters than the kernel and the architecture follow in brackets.
-    """
-    names = []
-    for kernel, params in zip(rows["kernel"], rows["params"]):
-        given = frames.params_dict(params)
-        rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch"))
-        names.append(str(given.get("kernel", kernel)) + (f" ({rest})" if rest else ""))
-    return pd.Series(names, index=rows.index, dtype=object)
+    """Each row's kernel as engineers name it (`frames.kernel_name`); the benchmark id stays in `origin`."""
+    return pd.Series([frames.kernel_name(k, p) for k, p in zip(rows["kernel"], rows["params"])], index=rows.index,
+                     dtype=object)
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
     """One kernel's rows with metric labels as engineers read them, commit messages, reasons."""
     out = commits.annotate(frames.without_failed_values(rows), data.load("commit_titles"))
     out["arch"] = out["arch"].fillna("no architecture")
-    out["metric_label"] = out["metric"].map(metric_label)
+    out["metric_label"] = out["metric"].map(frames.metric_label)
     out["why"] = [frames.reason_text(s, r) for s, r in zip(out["status"], out["reason"])]
     return out
-
-
-def metric_label(metric: str) -> str:
-    """'VGPRs' for vgpr_count: the report's names, else the metric with spaces."""
-    return METRIC_LABELS.get(metric, metric.replace("_", " "))
 
 
 def changes(shown: pd.DataFrame) -> None:
@@ -93,7 +79,7 @@ def changes(shown: pd.DataFrame) -> None:
         st.caption("No metric of this kernel changed across the commits measured.")
         return
     found[["arch", "metric"]] = found["parameters"].str.split(", ", n=1, expand=True)
-    found["metric"] = found["metric"].map(metric_label)
+    found["metric"] = found["metric"].map(frames.metric_label)
     found["delta"] = [f"{a:+g}" for a in found["after"] - found["before"]]
     about = shown.drop_duplicates("commit_hash").set_index("commit_hash")
     found["first_bad_date"] = found["first_bad"].map(about["commit_date"])

@@ -79,7 +79,7 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
     mark = fingerprint(cfg)
-    with connect(db_path, read_only=True) as conn:
+    with connect(db_path) as conn:  # a writer's connection: an older store is migrated first
         current = _digests(conn)
         scans = _scans(conn)
     stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
@@ -137,7 +137,7 @@ def regressions(
     found: list[Regression] = []
     for scope in current:  # in (subject, machine) order, each scope's steps in find_regressions' order
         found += stored.get(scope, []) if scope in fresh else find_regressions(
-            db_path, subject=scope[0], machine=scope[1], config=cfg)
+            db_path, subject=scope[0], machine=scope[1], benchmark=benchmark, config=cfg)
     found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
              and not _accepted(r, accepted or [], orders)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
