@@ -1,9 +1,11 @@
 """flydsl on a CPU: where a checkout's build is found, which paged kernel it takes, and the bf16 MoE host calls.
 
-The a16w16 host functions are emulated with the keyword-only signatures of
+The a16wmix host functions are emulated with the keyword-only signatures of
 FlyDSL's tests/kernels/moe_a16wmix_host.py at commit 11c4174, computing what its
 docstrings say (stage 1 writes SiLU(gate) * up by sorted position, stage 2
-scatters routing-weighted rows into the flat output).
+scatters routing-weighted rows into the flat output), reading bf16 weights
+(a16w16) or int4 ones (a16wi4: two's-complement nibbles, even K low, preshuffled
+as bytes, bf16 group scales [E, N, K / 32]).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from flybench import envvars
-from flybench.providers import _paged_append, flydsl
+from flybench.providers import _moe_layout, _paged_append, flydsl
 from flybench.workloads import WORKLOADS
 from flybench.workloads.base import Case
 from test_rocm_providers import ROCM, unshuffle
@@ -64,18 +66,42 @@ def test_every_diffusion_case_takes_the_light_paged_kernel():
 calls: list[dict] = []
 
 
+INT4_TILE_M = 64
+"""What the emulated a16wi4_recommend_block_m answers; routing and both stages must use it."""
+
+
+def logical(w, scale, w_dtype, experts, n, k):
+    """The [E, N, K] float32 weight a host call reads: bf16 preshuffled, or int4 packed, preshuffled as bytes."""
+    if w_dtype == "bf16":
+        assert w.dtype == torch.bfloat16 and scale.numel() == 1
+        return unshuffle(w, experts, n, k)
+    assert w_dtype == "int4" and w.dtype == torch.uint8 and w.dim() == 1
+    assert scale.dtype == torch.bfloat16 and scale.shape == (experts, n, k // 32)
+    packed = unshuffle(w, experts, n, k // 2).to(torch.int16)
+    nibbles = torch.stack([packed & 0xF, packed >> 4], dim=-1).flatten(-2)
+    signed = torch.where(nibbles > 7, nibbles - 16, nibbles).float()
+    return signed * scale.float().repeat_interleave(32, dim=-1)
+
+
+def check_tiles(w_dtype, tile_m, tile_n, tile_k, stage):
+    if w_dtype == "bf16":
+        assert (tile_m, tile_n, tile_k) == (32, 256, 256)
+    else:  # a16wi4: the recommended tile_m, the host's own tile_n/tile_k defaults
+        assert (tile_m, tile_n, tile_k) == (INT4_TILE_M, None, 256), (stage, tile_m, tile_n, tile_k)
+
+
 def flydsl_a16w4_gemm1(*, a_bf16, w1_u8, w1_scale_u8, sorted_expert_ids, cumsum_tensor, m_indices, inter_sorted_bf16,
                        n_tokens, NE, D_HIDDEN, D_INTER, topk, tile_m=32, tile_n=None, tile_k=256, waves_per_eu=None,
                        k_batch=1, k_wave=1, b_nt=None, xcd_swizzle=0, gate_mode="separated", act="silu",
                        situ_beta=1.0, situ_linear_beta=1.0, swiglu_limit=float("inf"), w_dtype="mxfp4",
                        w_layout="standard", use_csv_config=False, csv_path=None, stream=None):
-    assert w_dtype == "bf16" and not use_csv_config and a_bf16.dtype == w1_u8.dtype == torch.bfloat16
-    assert (tile_m, tile_n, tile_k) == (32, 256, 256) and w1_scale_u8.numel() == 1 and act == "silu"
+    assert not use_csv_config and a_bf16.dtype == torch.bfloat16 and act == "silu"
+    check_tiles(w_dtype, tile_m, tile_n, tile_k, 1)
     calls.append({"stage": 1})
     used = m_indices[: int(cumsum_tensor[0])]
     token, expert = used & 0xFFFFFF, sorted_expert_ids.repeat_interleave(tile_m)[: used.numel()]
     keep = token < n_tokens
-    weight = unshuffle(w1_u8, NE, 2 * D_INTER, D_HIDDEN)
+    weight = logical(w1_u8, w1_scale_u8, w_dtype, NE, 2 * D_INTER, D_HIDDEN)
     y = torch.einsum("rh,rnh->rn", a_bf16[token[keep].long()].float(), weight[expert[keep].long()])
     inter_sorted_bf16[: used.numel()][keep] = (F.silu(y[:, :D_INTER]) * y[:, D_INTER:]).to(torch.bfloat16)
     return inter_sorted_bf16
@@ -85,28 +111,35 @@ def flydsl_a16w4_gemm2(*, inter_sorted_bf16, w2_u8, w2_scale_u8, sorted_expert_i
                        sorted_weights, flat_out, M_logical, max_sorted, NE, D_HIDDEN, D_INTER, topk, tile_m=32,
                        tile_n=256, tile_k=256, waves_per_eu=None, k_batch=1, b_nt=None, xcd_swizzle=1,
                        w_dtype="mxfp4", use_csv_config=False, csv_path=None, persist=None, stream=None):
-    assert w_dtype == "bf16" and not use_csv_config and max_sorted == inter_sorted_bf16.shape[0]
+    assert not use_csv_config and max_sorted == inter_sorted_bf16.shape[0]
     assert flat_out.dim() == 1 and (flat_out == 0).all()  # atomics need a zeroed output
+    check_tiles(w_dtype, tile_m, tile_n, tile_k, 2)
     calls.append({"stage": 2})
     used = sorted_token_ids[: int(cumsum_tensor[0])]
     token, expert = used & 0xFFFFFF, sorted_expert_ids.repeat_interleave(tile_m)[: used.numel()]
     keep = token < M_logical
-    weight = unshuffle(w2_u8, NE, D_HIDDEN, D_INTER)
+    weight = logical(w2_u8, w2_scale_u8, w_dtype, NE, D_HIDDEN, D_INTER)
     rows = torch.einsum("ri,rhi->rh", inter_sorted_bf16[: used.numel()][keep].float(), weight[expert[keep].long()])
     rows = rows * sorted_weights[: used.numel()][keep, None]
     flat_out.view(M_logical, D_HIDDEN).index_add_(0, token[keep].long(), rows.to(flat_out.dtype))
     return flat_out
 
 
-def test_bf16_moe_runs_the_a16w16_kernels_and_passes_the_gate(monkeypatch):
+@pytest.fixture
+def fake_host(monkeypatch):
     import types
 
-    from flybench.measure.correctness import check
-
     calls.clear()
-    host = types.SimpleNamespace(flydsl_a16w4_gemm1=flydsl_a16w4_gemm1, flydsl_a16w4_gemm2=flydsl_a16w4_gemm2)
+    host = types.SimpleNamespace(flydsl_a16w4_gemm1=flydsl_a16w4_gemm1, flydsl_a16w4_gemm2=flydsl_a16w4_gemm2,
+                                 a16wi4_recommend_block_m=lambda tokens, experts, topk: INT4_TILE_M)
     monkeypatch.setattr(flydsl, "import_a16wmix_host", lambda: host)
     monkeypatch.setenv("FLYDSL_GPU_ARCH", "gfx950")
+    return host
+
+
+def test_bf16_moe_runs_the_a16w16_kernels_and_passes_the_gate(fake_host):
+    from flybench.measure.correctness import check
+
     workload = WORKLOADS["moe"]
     inputs = workload.make_inputs(A16W16, "bf16", "cpu")
     runner = flydsl.FlyDSL("flydsl", time_append=False).build(A16W16, "bf16", inputs, ROCM["gfx950"])
@@ -115,6 +148,51 @@ def test_bf16_moe_runs_the_a16w16_kernels_and_passes_the_gate(monkeypatch):
         verdict = check(runner(), reference, "bf16")
         assert verdict.passed, verdict.reason
     assert [c["stage"] for c in calls] == [1, 2, 1, 2]
+
+
+STAGES = [Case("moe_stage", f"a16wmix-s{stage}", {**A16W16.shape, "tokens": 9, "stage": stage})
+          for stage in (1, 2)]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int4_bf16"])
+@pytest.mark.parametrize("case", STAGES, ids=lambda c: c.name)
+def test_one_a16wmix_stage_passes_the_gate_and_times_only_its_kernel(fake_host, case, dtype):
+    from flybench.measure.correctness import check
+
+    workload = WORKLOADS["moe_stage"]
+    inputs = workload.make_inputs(case, dtype, "cpu")
+    runner = flydsl.FlyDSL("flydsl", time_append=False).build(case, dtype, inputs, ROCM["gfx950"])
+    reference = workload.reference(case, inputs)
+    for _ in range(2):
+        verdict = check(runner(), reference, dtype)
+        assert verdict.passed, verdict.reason
+    assert [c["stage"] for c in calls] == [case.shape["stage"]] * 2
+    ran = flydsl.dispatched(case, dtype)
+    assert ran["kernels"] == [f"tests/kernels/moe_a16wmix_host.py:flydsl_a16w4_gemm{case.shape['stage']}"]
+    assert ran["config"]["w_dtype"] == ("int4" if dtype == "int4_bf16" else "bf16")
+
+
+def test_int4_weights_pack_two_nibbles_to_a_byte_even_k_low():
+    codes = torch.tensor([[-8, 7, -1, 0, 3, -4]], dtype=torch.int8)
+    assert _moe_layout.pack_int4(codes).tolist() == [[0x8 | 0x7 << 4, 0xF | 0x0 << 4, 0x3 | 0xC << 4]]
+
+
+def test_pair_positions_invert_the_sorted_ids():
+    ids = torch.tensor([[2, 0], [0, 1], [2, 1]], dtype=torch.int32)
+    routing = _moe_layout.sort_routing(ids, torch.rand(3, 2), 3, 4)
+    positions = _moe_layout.pair_positions(routing, 3, 2)
+    token, slot = routing.sorted_ids[positions] & 0xFFFFFF, routing.sorted_ids[positions] >> 24
+    assert (token * 2 + slot).tolist() == list(range(6))
+
+
+def test_flydsl_says_which_quantised_moe_it_runs_where(monkeypatch):
+    monkeypatch.setattr(flydsl, "checkout_reason", lambda: None)
+    provider = flydsl.FlyDSL("flydsl", time_append=False)
+    assert provider.unavailable_reason("moe_stage", "int4_bf16", ROCM["gfx942"]) is None  # a16wi4 runs on CDNA3
+    assert "gfx950" in provider.unavailable_reason("moe_stage", "bf16", ROCM["gfx942"])
+    for arch in ("gfx942", "gfx950"):
+        reason = provider.unavailable_reason("moe_stage", "a8w4", ROCM[arch])
+        assert "_MXFP4_FUSED_XFAIL" in reason and "flybench import flydsl-ci" in reason
 
 
 def test_bf16_moe_host_glue_is_loaded_from_the_checkout_by_path(monkeypatch, tmp_path):

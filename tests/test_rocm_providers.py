@@ -303,9 +303,10 @@ def test_arguments_bind_to_the_checkouts_signatures():
     moe_case = Case("moe", "a16w16", {"tokens": 5, "hidden": 256, "inter": 256, "experts": 4, "top_k": 2})
     routing = _moe_layout.sort_routing(torch.zeros(5, 2, dtype=torch.int32), torch.ones(5, 2), 4, 32)
     empty = torch.empty(0)
-    for call, kwargs in zip((host.flydsl_a16w4_gemm1, host.flydsl_a16w4_gemm2),
-                            flydsl.a16wmix_calls(moe_case, routing, *[empty] * 4, torch.empty(8, 256), empty)):
-        inspect.signature(call).bind(**kwargs)
+    for dtype in ("bf16", "int4_bf16"):
+        for stage, call in ((1, host.flydsl_a16w4_gemm1), (2, host.flydsl_a16w4_gemm2)):
+            kwargs = flydsl.a16wmix_call(stage, moe_case, dtype, routing, empty, empty, torch.empty(8, 256), empty)
+            inspect.signature(call).bind(**kwargs)
     for stage, extra in ((moe.compile_moe_gemm1, {"doweight_stage1": False}),
                          (moe.compile_moe_gemm2, {"doweight_stage2": True, "accumulate": True})):
         inspect.signature(stage).bind(model_dim=1, inter_dim=1, experts=1, topk=1, tile_m=16, tile_n=128, tile_k=128,
@@ -324,3 +325,20 @@ def test_flydsl_records_its_checkout_and_the_tiles_it_launched(fake_flydsl, monk
     assert ran["kernels"][0].endswith("compile_moe_gemm1")
     bf16 = get_provider("flydsl").implementation(case, "bf16")
     assert bf16["config"]["w_dtype"] == "bf16" and bf16["kernels"][0].endswith(":flydsl_a16w4_gemm1")
+
+
+@pytest.mark.parametrize("case", [c for c in tiny("moe_stage") if c.shape["inter"] % 32 == 0], ids=lambda c: c.name)
+def test_flydsl_fp8_stage_runs_one_moe_gemm_2stage_kernel(fake_flydsl, monkeypatch, case):
+    """One stage compiled and launched, over routing sorted and activations quantised outside the timed call."""
+    compiled, sorts = [], []
+    for stage in (1, 2):
+        monkeypatch.setattr(fake_flydsl, f"compile_moe_gemm{stage}",
+                            lambda s=stage, **kw: compiled.append(s) or fake_stage(s, **kw))
+    real_sort = _moe_layout.sort_routing
+    monkeypatch.setattr(_moe_layout, "sort_routing", lambda *a: sorts.append(1) or real_sort(*a))
+    workload = WORKLOADS["moe_stage"]
+    inputs = workload.make_inputs(case, "fp8", "cpu")
+    runner = get_provider("flydsl").build(case, "fp8", inputs, ROCM["gfx950"])
+    for _ in range(2):
+        assert check(runner(), workload.reference(case, inputs), "fp8").passed
+    assert compiled == [case.shape["stage"]] and sorts == [1]

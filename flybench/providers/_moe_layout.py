@@ -37,6 +37,15 @@ def preshuffle(weight: "torch.Tensor") -> "torch.Tensor":
     return tiles.permute(0, 1, 3, 4, 2, 5).contiguous().view(weight.shape)
 
 
+def pack_int4(codes: "torch.Tensor") -> "torch.Tensor":
+    """int8 codes in [-8, 7] [..., K] -> uint8 [..., K / 2], two's-complement nibbles, even K in the low one
+    (FlyDSL's tests/kernels/utils/gemm_common_utils.pack_uint4 over `codes & 0xF`)."""
+    import torch
+
+    nibbles = (codes.to(torch.int16) & 0xF).to(torch.uint8)
+    return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
+
+
 def preshuffled_offset(n: "torch.Tensor", k: "torch.Tensor", big_k: int, vec: int) -> "torch.Tensor":
     """Where element (n, k) of one expert's [N, K] weight lands in the preshuffled buffer.
 
@@ -102,3 +111,15 @@ def row_tile(tokens: int, top_k: int, experts: int) -> int:
     """FlyDSL's two tile_m choices (its tests use 16 for decode, 64 for prefill): 16 while an
     expert gets fewer than 64 rows on average, so padding does not dominate."""
     return 16 if tokens * top_k < 64 * experts else 64
+
+
+def pair_positions(routing: SortedRouting, tokens: int, top_k: int) -> "torch.Tensor":
+    """int64 [tokens * top_k]: where each (token, slot) pair p = token * top_k + slot sits in the sorted ids."""
+    import torch
+
+    ids = routing.sorted_ids.long()
+    token, slot = ids & 0xFFFFFF, ids >> 24
+    valid = token < tokens
+    positions = torch.empty(tokens * top_k, dtype=torch.long, device=ids.device)
+    positions[token[valid] * top_k + slot[valid]] = torch.nonzero(valid).squeeze(1)
+    return positions

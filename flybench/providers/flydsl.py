@@ -59,7 +59,12 @@ MOE_TILE_N, MOE_TILE_K = 128, 128
 A16WMIX_TILE_M = 32
 """The tile_m of upstream's a16w16 test (test_moe_gemm.py, test_a16w4_moe_e2e)."""
 A16WMIX_ARCH = "gfx950"
-"""moe_2stage_a16wmix runs on gfx950 and later (upstream's tests skip it below gfx95)."""
+"""moe_2stage_a16wmix's bf16 weights run on gfx950 and later (upstream's tests skip a16w16 below gfx95); its int4
+weights (a16wi4) run on gfx942 too (test_moe_gemm.py: int4_bf16 routes to it on CDNA3 and CDNA4)."""
+A8W4_REASON = ("flydsl does not launch its a8w4 MoE (kernels.moe.mxfp_moe, fp8 activations x MX-FP4 weights): "
+               "upstream marks it broken and memory-unsafe and its tests do not run it "
+               "(tests/kernels/test_moe_gemm.py, _MXFP4_FUSED_XFAIL: end-to-end cosine ~0.07); FlyDSL's CI still "
+               "times it on gfx950, which `flybench import flydsl-ci` files under this case")
 FLY_BUILD_DIR = "FLY_BUILD_DIR"
 """FlyDSL's own variable for its build directory (scripts/build.sh, setup.py): absolute, or relative to the checkout."""
 DEFAULT_BUILD_DIR = "build-fly"
@@ -132,23 +137,28 @@ class FlyDSL(Provider):
     def __init__(self, name: str, time_append: bool) -> None:
         self.name, self.time_append = name, time_append
         self.workloads = frozenset({"diffusion_attention"} if time_append
-                                   else {"attention", "diffusion_attention", "moe"})
+                                   else {"attention", "diffusion_attention", "moe", "moe_stage"})
         self.description = ("FlyDSL paged flash attention, draft block appended to the cache inside the timed call"
-                            if time_append else "FlyDSL kernels: flash attention (dense and paged), moe_gemm_2stage")
+                            if time_append else "FlyDSL kernels: flash attention (dense and paged), moe_gemm_2stage, "
+                                                "moe_2stage_a16wmix")
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
         reason = device_reason(self.name, "FlyDSL kernels", device) or checkout_reason()
         if reason:
             return reason
-        if workload == "moe" and dtype == "bf16" and device.arch != A16WMIX_ARCH:
+        if workload in ("moe", "moe_stage") and dtype == "bf16" and device.arch != A16WMIX_ARCH:
             return (f"flydsl's bf16 MoE (moe_2stage_a16wmix) runs on {A16WMIX_ARCH} (MI350X/MI355X) only; "
                     f"this machine is {device.arch} - use fp8 (moe_gemm_2stage) here")
+        if dtype == "a8w4":
+            return A8W4_REASON
         return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         os.environ.setdefault("FLYDSL_GPU_ARCH", device.arch)  # kernels consult it; unset, FlyDSL assumes gfx942
         if case.workload == "moe":
             return _moe_runner(case, inputs) if "w13_scale" in inputs else _a16w16_runner(case, inputs)
+        if case.workload == "moe_stage":
+            return _fp8_stage_runner(case, inputs) if dtype == "fp8" else _a16wmix_stage_runner(case, dtype, inputs)
         attention = import_kernel("kernels.attention.flash_attn_interface").flydsl_flash_attn_func
         check_scale(case)
         if case.workload == "attention":
@@ -181,21 +191,14 @@ def dispatched(case: Case, dtype: str) -> dict[str, Any]:
         return {"kernels": [_ATTENTION], "config": {"page_size": PAGE_SIZE, "paged": True},
                 "unexposed": "not returned; read from flash_attn_interface._flydsl_flash_attn_paged, these cases "
                              "(no bias, at most 256 queries per sequence) take _build_paged_light"}
+    stages = (p["stage"],) if case.workload == "moe_stage" else (1, 2)
     if dtype == "fp8":
         tiles = {"tile_m": _moe_layout.row_tile(p["tokens"], p["top_k"], p["experts"]), "tile_n": MOE_TILE_N,
                  "tile_k": MOE_TILE_K}
-        return {"kernels": ["kernels.moe.moe_gemm_2stage.compile_moe_gemm1",
-                            "kernels.moe.moe_gemm_2stage.compile_moe_gemm2"], "config": tiles}
+        return {"kernels": [f"kernels.moe.moe_gemm_2stage.compile_moe_gemm{s}" for s in stages], "config": tiles}
     host = _A16WMIX_HOST.as_posix()
-    return {"kernels": [f"{host}:flydsl_a16w4_gemm1", f"{host}:flydsl_a16w4_gemm2"],
-            "config": {"w_dtype": "bf16", "use_csv_config": False, **a16w16_tiles(case)}}
-
-
-def a16w16_tiles(case: Case) -> dict[str, Any]:
-    """Stage tiles of upstream's a16w16 test: tile_m 32, tile_k 256, stage 1's tile_n 256 (128 when inter is
-    not a multiple of 256), stage 2's 256."""
-    return {"tile_m": A16WMIX_TILE_M, "tile_k": 256, "tile_n_stage1": 256 if case.shape["inter"] % 256 == 0 else 128,
-            "tile_n_stage2": 256}
+    return {"kernels": [f"{host}:flydsl_a16w4_gemm{s}" for s in stages],
+            "config": {"w_dtype": A16WMIX_W_DTYPE[dtype], "use_csv_config": False, **a16wmix_tiles(case, dtype)}}
 
 
 def check_scale(case: Case) -> None:
@@ -259,6 +262,24 @@ def stage_args(out: "torch.Tensor", x: "torch.Tensor", w: "torch.Tensor", x_scal
             tokens, n, k, routing.blocks, stream)
 
 
+class Fp8Stages:
+    """moe_gemm_2stage compiled for one case, with its preshuffled weights, per-row scales and routing tile."""
+
+    def __init__(self, case: Case, inputs: Tensors, stages: tuple[int, ...]) -> None:
+        gemm = import_kernel("kernels.moe.moe_gemm_2stage")
+        p = case.shape
+        self.tile_m = _moe_layout.row_tile(p["tokens"], p["top_k"], p["experts"])
+        shape = {"model_dim": p["hidden"], "inter_dim": p["inter"], "experts": p["experts"], "topk": p["top_k"],
+                 "tile_m": self.tile_m, "tile_n": MOE_TILE_N, "tile_k": MOE_TILE_K, "out_dtype": "bf16",
+                 "in_dtype": "fp8"}
+        self.stage1 = gemm.compile_moe_gemm1(doweight_stage1=False, **shape) if 1 in stages else None
+        self.stage2 = gemm.compile_moe_gemm2(doweight_stage2=True, accumulate=True, **shape) if 2 in stages else None
+        self.w1 = _moe_layout.preshuffle(inputs["w13"]) if 1 in stages else None
+        self.w2 = _moe_layout.preshuffle(inputs["w2"]) if 2 in stages else None
+        self.s1, self.s2 = inputs["w13_scale"].float(), inputs["w2_scale"].float()
+        self.fp8 = inputs["w13"].dtype
+
+
 def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     """Route, sort, quantise x, stage 1, quantise its rows, stage 2 (atomic sum into a zeroed output)."""
     import torch
@@ -266,48 +287,116 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     from flybench.workloads._inputs import quantize_fp8
     from flybench.workloads.moe import route
 
-    gemm = import_kernel("kernels.moe.moe_gemm_2stage")
     p = case.shape
     t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
-    tile_m, fp8 = _moe_layout.row_tile(t, top_k, experts), inputs["w13"].dtype
-    shape = {"model_dim": h, "inter_dim": inter, "experts": experts, "topk": top_k, "tile_m": tile_m,
-             "tile_n": MOE_TILE_N, "tile_k": MOE_TILE_K, "out_dtype": "bf16", "in_dtype": "fp8"}
-    stage1 = gemm.compile_moe_gemm1(doweight_stage1=False, **shape)
-    stage2 = gemm.compile_moe_gemm2(doweight_stage2=True, accumulate=True, **shape)
-    w1, w2 = _moe_layout.preshuffle(inputs["w13"]), _moe_layout.preshuffle(inputs["w2"])
-    s1, s2 = inputs["w13_scale"].float(), inputs["w2_scale"].float()
+    f = Fp8Stages(case, inputs, (1, 2))
     mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
     out = torch.empty((t, h), dtype=torch.bfloat16, device=inputs["x"].device)
 
     def run() -> Tensors:
         stream = torch.cuda.current_stream()
         weights, ids = route(inputs["router_logits"], top_k)
-        routing = _moe_layout.sort_routing(ids, weights, experts, tile_m)
-        xq, xs = quantize_fp8(inputs["x"], fp8, per_row=True)
-        stage1(*stage_args(mid, xq, w1, xs, s1, routing, inter, h, t, stream))
-        aq, a_scale = quantize_fp8(mid.view(t * top_k, inter), fp8, per_row=True)
+        routing = _moe_layout.sort_routing(ids, weights, experts, f.tile_m)
+        xq, xs = quantize_fp8(inputs["x"], f.fp8, per_row=True)
+        f.stage1(*stage_args(mid, xq, f.w1, xs, f.s1, routing, inter, h, t, stream))
+        aq, a_scale = quantize_fp8(mid.view(t * top_k, inter), f.fp8, per_row=True)
         out.zero_()
-        stage2(*stage_args(out, aq, w2, a_scale, s2, routing, h, inter, t, stream))
+        f.stage2(*stage_args(out, aq, f.w2, a_scale, f.s2, routing, h, inter, t, stream))
         return {"out": out}
 
     return run
 
 
-def a16wmix_calls(case: Case, routing: _moe_layout.SortedRouting, x: "torch.Tensor", w1: "torch.Tensor",
-                  w2: "torch.Tensor", no_scale: "torch.Tensor", mid: "torch.Tensor",
-                  out: "torch.Tensor") -> tuple[dict, dict]:
-    """Keyword arguments of `flydsl_a16w4_gemm1` and `flydsl_a16w4_gemm2` (moe_a16wmix_host.py) for a16w16,
-    as test_moe_gemm.py `_run_a16w4_moe_e2e` passes them with w_dtype="bf16"."""
-    p, tiles = case.shape, a16w16_tiles(case)
-    shared = {"sorted_expert_ids": routing.expert_ids, "cumsum_tensor": routing.num_valid_ids, "NE": p["experts"],
-              "D_HIDDEN": p["hidden"], "D_INTER": p["inter"], "topk": p["top_k"], "tile_m": tiles["tile_m"],
-              "tile_k": tiles["tile_k"], "w_dtype": "bf16", "use_csv_config": False}
-    stage1 = {"a_bf16": x, "w1_u8": w1, "w1_scale_u8": no_scale, "m_indices": routing.sorted_ids,
-              "inter_sorted_bf16": mid, "n_tokens": p["tokens"], "tile_n": tiles["tile_n_stage1"], **shared}
-    stage2 = {"inter_sorted_bf16": mid, "w2_u8": w2, "w2_scale_u8": no_scale, "sorted_token_ids": routing.sorted_ids,
-              "sorted_weights": routing.sorted_weights, "flat_out": out, "M_logical": p["tokens"],
-              "max_sorted": int(mid.shape[0]), "tile_n": tiles["tile_n_stage2"], **shared}
-    return stage1, stage2
+def _fp8_stage_runner(case: Case, inputs: Tensors) -> Runner:
+    """One moe_gemm_2stage stage over routing sorted here and activations quantised per row here, as FlyDSL's
+    CI times a stage: stage 1 writes SwiGLU rows in pair order, stage 2 sums into a zeroed output."""
+    import torch
+
+    from flybench.workloads._inputs import quantize_fp8
+    from flybench.workloads.moe import route
+
+    p = case.shape
+    t, h, inter, top_k, stage = p["tokens"], p["hidden"], p["inter"], p["top_k"], p["stage"]
+    f = Fp8Stages(case, inputs, (stage,))
+    weights, ids = route(inputs["router_logits"], top_k)
+    routing = _moe_layout.sort_routing(ids, weights, p["experts"], f.tile_m)
+    device = inputs["x"].device
+    if stage == 1:
+        xq, xs = quantize_fp8(inputs["x"], f.fp8, per_row=True)
+        mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=device)
+
+        def first() -> Tensors:
+            f.stage1(*stage_args(mid, xq, f.w1, xs, f.s1, routing, inter, h, t, torch.cuda.current_stream()))
+            return {"out": mid.view(t * top_k, inter)}
+
+        return first
+    aq, a_scale = quantize_fp8(inputs["act"], f.fp8, per_row=True)
+    out = torch.empty((t, h), dtype=torch.bfloat16, device=device)
+
+    def second() -> Tensors:
+        out.zero_()
+        f.stage2(*stage_args(out, aq, f.w2, a_scale, f.s2, routing, h, inter, t, torch.cuda.current_stream()))
+        return {"out": out}
+
+    return second
+
+
+A16WMIX_W_DTYPE = {"bf16": "bf16", "int4_bf16": "int4"}
+"""moe_2stage_a16wmix's w_dtype for each flybench dtype it runs (a16w16 and a16wi4)."""
+
+
+def a16wmix_tiles(case: Case, dtype: str) -> dict[str, Any]:
+    """Stage tiles. bf16: those of upstream's a16w16 test (tile_m 32, tile_k 256, stage 1's tile_n 256, or 128
+    when inter is not a multiple of 256, stage 2's 256). int4_bf16: tile_m from the host's
+    `a16wi4_recommend_block_m`, tile_n and tile_k left (None) to the host's per-token defaults."""
+    p = case.shape
+    if dtype == "int4_bf16":
+        tile_m = import_a16wmix_host().a16wi4_recommend_block_m(p["tokens"], p["experts"], p["top_k"])
+        return {"tile_m": int(tile_m), "tile_k": None, "tile_n_stage1": None, "tile_n_stage2": None}
+    return {"tile_m": A16WMIX_TILE_M, "tile_k": 256, "tile_n_stage1": 256 if p["inter"] % 256 == 0 else 128,
+            "tile_n_stage2": 256}
+
+
+def a16wmix_weight(inputs: Tensors, name: str, dtype: str) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """One stage's weight as the host reads it, and its scale: bf16 preshuffled in 16x16 tiles with a one-byte
+    dummy scale, or int4 packed two to a byte (even K in the low nibble) and preshuffled as bytes, with its
+    group scales as bf16 [E, N, K / 32] (the (E, N, G//2, 2) pairs of `a16wi4_scale_to_kernel_layout`)."""
+    import torch
+
+    weight = inputs[name]
+    if dtype == "bf16":
+        return _moe_layout.preshuffle(weight), torch.zeros(1, dtype=torch.uint8, device=weight.device)
+    packed = _moe_layout.preshuffle(_moe_layout.pack_int4(weight)).view(-1)
+    return packed, inputs[f"{name}_scale"].to(torch.bfloat16).contiguous()
+
+
+def a16wmix_call(stage: int, case: Case, dtype: str, routing: _moe_layout.SortedRouting, weight: "torch.Tensor",
+                 scale: "torch.Tensor", mid: "torch.Tensor", rows: "torch.Tensor") -> dict:
+    """Keyword arguments of `flydsl_a16w4_gemm1` (stage 1: `rows` is x [T, H]) or `flydsl_a16w4_gemm2` (stage 2:
+    `rows` is the flat [T * H] output) of moe_a16wmix_host.py, as test_moe_gemm.py `_run_a16w4_moe_e2e` passes
+    them: the packed sorted ids as row indices, mid [slots, I] bf16 by sorted position, no tuned CSV."""
+    p, tiles = case.shape, a16wmix_tiles(case, dtype)
+    call = {"sorted_expert_ids": routing.expert_ids, "cumsum_tensor": routing.num_valid_ids, "NE": p["experts"],
+            "D_HIDDEN": p["hidden"], "D_INTER": p["inter"], "topk": p["top_k"], "tile_m": tiles["tile_m"],
+            "w_dtype": A16WMIX_W_DTYPE[dtype], "use_csv_config": False, "tile_n": tiles[f"tile_n_stage{stage}"]}
+    if tiles["tile_k"] is not None:
+        call["tile_k"] = tiles["tile_k"]
+    if stage == 1:
+        return {**call, "a_bf16": rows, "w1_u8": weight, "w1_scale_u8": scale, "m_indices": routing.sorted_ids,
+                "inter_sorted_bf16": mid, "n_tokens": p["tokens"]}
+    return {**call, "inter_sorted_bf16": mid, "w2_u8": weight, "w2_scale_u8": scale,
+            "sorted_token_ids": routing.sorted_ids, "sorted_weights": routing.sorted_weights, "flat_out": rows,
+            "M_logical": p["tokens"], "max_sorted": int(mid.shape[0])}
+
+
+def _sorted_rows(case: Case, tile_m: int, device: "torch.device") -> "torch.Tensor":
+    """The bf16 [slots, I] rows stage 1 writes by sorted position, zeroed once as upstream's test allocates them:
+    padding rows are never written and must not hold NaNs."""
+    import torch
+
+    p = case.shape
+    slots = _moe_layout.capacity(p["tokens"], p["top_k"], p["experts"], tile_m)[0]
+    return torch.zeros((slots, p["inter"]), dtype=torch.bfloat16, device=device)
 
 
 def _a16w16_runner(case: Case, inputs: Tensors) -> Runner:
@@ -319,25 +408,60 @@ def _a16w16_runner(case: Case, inputs: Tensors) -> Runner:
 
     host = import_a16wmix_host()
     p = case.shape
-    t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
+    t, h, top_k = p["tokens"], p["hidden"], p["top_k"]
     x = inputs["x"]
-    w1, w2 = _moe_layout.preshuffle(inputs["w13"]), _moe_layout.preshuffle(inputs["w2"])
-    no_scale = torch.zeros(1, dtype=torch.uint8, device=x.device)
-    # zeroed once, as upstream's test allocates it: padding rows are never written and must not hold NaNs
-    mid = torch.zeros((_moe_layout.capacity(t, top_k, experts, A16WMIX_TILE_M)[0], inter), dtype=torch.bfloat16,
-                      device=x.device)
+    (w1, s1), (w2, s2) = a16wmix_weight(inputs, "w13", "bf16"), a16wmix_weight(inputs, "w2", "bf16")
+    mid = _sorted_rows(case, A16WMIX_TILE_M, x.device)
     out = torch.empty(t * h, dtype=torch.bfloat16, device=x.device)
 
     def run() -> Tensors:
         weights, ids = route(inputs["router_logits"], top_k)
-        routing = _moe_layout.sort_routing(ids, weights, experts, A16WMIX_TILE_M)
-        stage1, stage2 = a16wmix_calls(case, routing, x, w1, w2, no_scale, mid, out)
-        host.flydsl_a16w4_gemm1(**stage1)
+        routing = _moe_layout.sort_routing(ids, weights, p["experts"], A16WMIX_TILE_M)
+        host.flydsl_a16w4_gemm1(**a16wmix_call(1, case, "bf16", routing, w1, s1, mid, x))
         out.zero_()
-        host.flydsl_a16w4_gemm2(**stage2)
+        host.flydsl_a16w4_gemm2(**a16wmix_call(2, case, "bf16", routing, w2, s2, mid, out))
         return {"out": out.view(t, h)}
 
     return run
+
+
+def _a16wmix_stage_runner(case: Case, dtype: str, inputs: Tensors) -> Runner:
+    """One moe_2stage_a16wmix stage (bf16 or int4 weights) over routing sorted here. Stage 1's kernel writes rows
+    by sorted position, so its timed call also gathers them into the workload's pair order (one index_select of
+    T * k * I bf16); stage 2's input is scattered into sorted order here, once."""
+    import torch
+
+    from flybench.workloads.moe import route
+
+    host = import_a16wmix_host()
+    p = case.shape
+    t, h, top_k, stage = p["tokens"], p["hidden"], p["top_k"], p["stage"]
+    tile_m = a16wmix_tiles(case, dtype)["tile_m"]
+    weights, ids = route(inputs["router_logits"], top_k)
+    routing = _moe_layout.sort_routing(ids, weights, p["experts"], tile_m)
+    positions = _moe_layout.pair_positions(routing, t, top_k)
+    weight, scale = a16wmix_weight(inputs, "w13" if stage == 1 else "w2", dtype)
+    x = inputs["x"]
+    mid = _sorted_rows(case, tile_m, x.device)
+    if stage == 1:
+        act = torch.empty((t * top_k, p["inter"]), dtype=torch.bfloat16, device=x.device)
+        call = a16wmix_call(1, case, dtype, routing, weight, scale, mid, x)
+
+        def first() -> Tensors:
+            host.flydsl_a16w4_gemm1(**call)
+            return {"out": torch.index_select(mid, 0, positions, out=act)}
+
+        return first
+    mid[positions] = inputs["act"]
+    out = torch.empty(t * h, dtype=torch.bfloat16, device=x.device)
+    call = a16wmix_call(2, case, dtype, routing, weight, scale, mid, out)
+
+    def second() -> Tensors:
+        out.zero_()
+        host.flydsl_a16w4_gemm2(**call)
+        return {"out": out.view(t, h)}
+
+    return second
 
 
 register(FlyDSL("flydsl", time_append=False))

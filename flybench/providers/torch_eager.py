@@ -28,6 +28,9 @@ class TorchEager(Provider):
         if workload == "mla_decode" and dtype == "fp8":
             return ("torch has no fp8 attention (SDPA takes bf16 or fp16); casting the cache up would time the "
                     "cast, not attention: the bf16 case is torch's MLA baseline")
+        if dtype in ("int4_bf16", "a8w4"):
+            return (f"torch has no GEMM on {dtype}'s quantised weights: dequantising in the call would time the "
+                    "dequantisation, and dequantising beforehand is the bf16 case of the same shape")
         if dtype == "fp8" and device.kind == "cpu":
             return "fp8 matmul (torch._scaled_mm) needs a GPU; this machine has none - use bf16 here"
         if workload in ("moe", "moe_stage") and dtype == "bf16" and not hasattr(torch, "_grouped_mm"):

@@ -7,7 +7,10 @@
   (`moe_fp4_s1`, `moe_a8w4_s2_reduce`, ...) -> workload `moe_stage`, case
   `<shape>-s<stage>` as flybench names its stage cases (the kernel, FlyDSL's
   op, tells atomic from reduce); `t16-d7168x256-e257k9` -> tokens, hidden,
-  inter, experts, top_k. A bare family name (`moe_fp4`) is FlyDSL's row for a
+  inter, experts, top_k. FlyDSL's dtype names are kept: `fp8`, `int4_bf16`
+  (the `moe_w4a16_*` series) and `a8w4` are moe_stage dtypes, so those series
+  land on measured cases of the same case and dtype; the fp4 (a4w4) series
+  have no flybench case. A bare family name (`moe_fp4`) is FlyDSL's row for a
   whole skipped MoE test: workload `moe`, case the shape.
 - `mla` `B32C8192` -> workload `mla_decode`, case of the same name.
 - `gemm` `8192x8192x8192_tile128x256x128` -> workload `gemm`, case `MxNxK`,
