@@ -14,7 +14,7 @@ import warnings
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import attention_scale, gather_paged_kv
+from flybench.providers.torch_ops import attention_scale, paged_kv_gather
 from flybench.workloads.base import Case, Tensors
 
 
@@ -50,9 +50,10 @@ class Flex(Provider):
                                         enable_gqa=k.shape[1] != q.shape[1], **lse))
         block_mask = _diffusion_block_mask(case, inputs, create_block_mask)
         q = inputs["q"].transpose(1, 2)
+        gather = paged_kv_gather(inputs)
 
         def run() -> Tensors:
-            k, v = gather_paged_kv(inputs)
+            k, v = gather()
             return _bshd(attend(q, k.transpose(1, 2), v.transpose(1, 2), block_mask=block_mask, scale=scale,
                                 enable_gqa=k.shape[2] != q.shape[1], **lse))
 
