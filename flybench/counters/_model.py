@@ -53,6 +53,10 @@ DERIVED: dict[str, tuple[str, str]] = {
 }
 """The figures derived from every tool's counters: name -> (unit, what it is)."""
 
+WATCHED_DERIVED = ("hbm_read_bytes", "hbm_write_bytes")
+"""Derived figures that depend on the code and the shape alone (the profiler flushes the caches before each
+kernel), which `flybench regressions` watches as it watches the `fixed` counters."""
+
 
 def format_figure(name: str, value: float | None) -> str:
     """A DERIVED figure as a person reads it: bytes in MB, fractions in %, ratios with an x."""

@@ -38,6 +38,7 @@ import pyarrow as pa
 from asv import util
 
 from flybench.errors import FlybenchError
+from flybench.store import counters as stored_counters
 from flybench.store import heads, sidecar
 from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
 from flybench.store.db import DEFAULT_DB, connect, is_fault
@@ -72,6 +73,7 @@ class IngestReport:
     errors: list[FileError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rows: int = 0
+    counter_rows: int = 0  # hardware-counter rows (flybench.store.counters)
 
     @property
     def ok(self) -> bool:
@@ -81,6 +83,7 @@ class IngestReport:
         lines = [
             f"{self.db_path} ({self.subject}): {len(self.loaded)} files loaded ({self.rows} rows), "
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
+            + (f"; {self.counter_rows} hardware-counter rows" if self.counter_rows else "")
         ]
         if self.kept:
             lines.append(f"  {len(self.kept)} stored files not in this tree, kept; `--prune` removes them")
@@ -232,13 +235,20 @@ def _ingest_files(
         batch.store()  # the files read before the failure are kept, as when each file was its own transaction
         raise
     batch.store()
+    counter_paths = stored_counters.counter_files(machine_dirs)
+    seen.update(tracker.relpath(p) for p in counter_paths)
+    report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings)
     absent = sorted(tracker.known_paths() - seen)
     if not prune:
-        report.kept = [path for path in absent if tracker.kind(path) == "results"]
+        report.kept = [path for path in absent if tracker.kind(path) in ("results", stored_counters.KIND)]
         absent = []
     for relpath in absent:
         with _transaction(conn):
-            _remove(conn, tracker, subject, relpath)
+            if tracker.kind(relpath) == stored_counters.KIND:
+                stored_counters.remove(conn, subject, relpath)
+                tracker.forget(relpath)
+            else:
+                _remove(conn, tracker, subject, relpath)
         report.removed.append(relpath)
     tracker.flush()
 

@@ -255,6 +255,45 @@ MIGRATIONS: list[list[str]] = [
             worse BOOLEAN NOT NULL
         )""",
     ],
+    [  # v8: hardware counters of the counter pass (flybench.counters), keyed like results. counter_cases holds
+        # one row per case the pass tried (its outcome, the tool and version, each kernel's counters); counters
+        # one row per (case, counter) summed over the call, and per derived figure (kind 'derived').
+        """CREATE TABLE counter_cases (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            commit_hash VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            status VARCHAR NOT NULL,
+            reason VARCHAR,
+            tool VARCHAR NOT NULL,
+            tool_version VARCHAR,
+            arch VARCHAR,
+            counter_names VARCHAR[],
+            kernels JSON,
+            min_bytes DOUBLE,
+            contract JSON,
+            run_id VARCHAR,
+            started_at VARCHAR,
+            source_file VARCHAR NOT NULL
+        )""",
+        """CREATE TABLE counters (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            commit_hash VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            counter VARCHAR NOT NULL,
+            kind VARCHAR NOT NULL,
+            value DOUBLE,
+            unit VARCHAR,
+            fixed BOOLEAN NOT NULL,
+            tool VARCHAR NOT NULL,
+            source_file VARCHAR NOT NULL
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

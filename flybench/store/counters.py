@@ -1,0 +1,100 @@
+"""Counter records (flybench.counters.record) into the counter_cases and counters tables.
+
+A results file's counter sidecar, `<commit8>-<env>.counters.jsonl`, is
+ingested after the results, a file at a time: its rows are replaced whole
+when its bytes changed, and left alone when they did not. It is tracked
+like every other ingested file (kind `counters`), so a file that vanished
+takes its rows only when the user asks (`--prune`). A counter pass never
+adds timing rows; these tables are read beside results, never instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from flybench.benchmark_names import benchmark_name
+from flybench.counters import DERIVED, WATCHED_DERIVED
+from flybench.counters import record as counter_records
+from flybench.measure.record import key_of
+from flybench.store.files import FileTracker
+
+KIND = "counters"
+CASE_COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params", "status", "reason", "tool",
+                "tool_version", "arch", "counter_names", "kernels", "min_bytes", "contract", "run_id", "started_at",
+                "source_file")
+COUNTER_COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params", "counter", "kind",
+                   "value", "unit", "fixed", "tool", "source_file")
+
+
+def counter_files(machine_dirs: list[Path]) -> list[Path]:
+    return sorted(p for d in machine_dirs for p in d.glob(f"*{counter_records.SUFFIX}"))
+
+
+def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, paths: list[Path],
+                    warnings: list[str]) -> int:
+    """Store every changed counter file; returns the counter rows written. Runs each file in its own
+    transaction, so one file that cannot be read keeps the others (and its own old rows)."""
+    written = 0
+    for path in paths:
+        if tracker.is_unchanged(path, KIND):
+            continue
+        fingerprint = tracker.fingerprint(path, KIND)
+        try:
+            records, skipped = counter_records.read(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            warnings.append(f"{path}: not loaded: {type(exc).__name__}: {exc}")
+            continue
+        warnings += skipped
+        relpath = tracker.relpath(path)
+        cases, counters = _rows(subject, relpath, records)
+        conn.begin()
+        try:
+            remove(conn, subject, relpath)
+            for table, rows, columns in (("counter_cases", cases, CASE_COLUMNS), ("counters", counters, COUNTER_COLUMNS)):
+                if rows:
+                    conn.register("incoming_counters", pd.DataFrame(rows, columns=list(columns), dtype=object))
+                    conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_counters")
+                    conn.unregister("incoming_counters")
+            tracker.record(fingerprint)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        written += len(counters)
+    return written
+
+
+def remove(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str) -> None:
+    """The rows of one counter file (the caller holds the transaction)."""
+    for table in ("counter_cases", "counters"):
+        conn.execute(f"DELETE FROM {table} WHERE subject = ? AND source_file = ?", [subject, relpath])
+
+
+def _rows(subject: str, relpath: str, records: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """The last record of each case in the file (a case profiled again supersedes itself), as table rows."""
+    latest = {key_of(r): r for r in records}
+    cases, counters = [], []
+    for (workload, shape_set, case, provider, dtype), r in latest.items():
+        key = {"subject": subject, "machine": r.get("machine", ""), "commit_hash": r.get("commit", ""),
+               "env_name": r.get("env", ""), "benchmark": benchmark_name(workload, shape_set),
+               "params": json.dumps({"case": case, "provider": provider, "dtype": dtype}), "source_file": relpath}
+        cases.append({**key, "status": r["status"], "reason": r.get("reason"), "tool": r.get("tool", ""),
+                      "tool_version": r.get("tool_version"), "arch": r.get("arch"),
+                      "counter_names": sorted(r.get("counters", {})), "kernels": json.dumps(r.get("kernels", [])),
+                      "min_bytes": r.get("min_bytes"), "contract": json.dumps(r.get("contract", {})),
+                      "run_id": r.get("run_id"), "started_at": r.get("started_at")})
+        described = r.get("counters", {})
+        for name, value in r.get("total", {}).items():
+            unit, _, fixed = (described.get(name) or ["", "", False])[:3]
+            counters.append({**key, "counter": name, "kind": "counter", "value": value, "unit": unit,
+                             "fixed": bool(fixed), "tool": r.get("tool", "")})
+        for name, value in r.get("derived", {}).items():
+            counters.append({**key, "counter": name, "kind": "derived", "value": value,
+                             "unit": DERIVED.get(name, ("",))[0], "fixed": name in WATCHED_DERIVED,
+                             "tool": r.get("tool", "")})
+    return cases, counters

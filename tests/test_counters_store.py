@@ -1,0 +1,111 @@
+"""Counter records in the store: ingested beside results, replaced when they change, kept unless pruned."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from flybench.counters.record import CounterRecord, append
+from flybench.store import ingest
+
+from tests.fixtures.asv_files import COMMIT, MACHINE, benchmarks_json, machine_json, results_json
+
+H200_RESULTS = Path(__file__).parents[1] / "results" / "flybench"
+CASE = ("moe", "quick", "mixtral8x7b-t16", "triton", "bf16")
+
+
+def _tree(tmp_path: Path) -> Path:
+    tree = tmp_path / "results"
+    tree.mkdir()
+    benchmarks_json(tree, {"moe.Quick.track_time": {"param_names": ["case", "provider", "dtype"],
+                                                     "params": [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]}})
+    machine_json(tree)
+    results_json(tree, {"moe.Quick.track_time": [[1e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]})
+    return tree
+
+
+def _record(read_bytes: float, status: str = "ok") -> CounterRecord:
+    return CounterRecord("run1", *CASE, status=status, tool="ncu", tool_version="2025.3.1.0", arch="sm_90",
+                         counters={"dram__bytes_read.sum": ["byte", "sum", False],
+                                   "smsp__inst_executed.sum": ["inst", "sum", True]},
+                         kernels=[{"name": "k", "duration_s": 1e-6, "values": {"dram__bytes_read.sum": read_bytes}}],
+                         total={"dram__bytes_read.sum": read_bytes, "smsp__inst_executed.sum": 1000.0},
+                         derived={"hbm_read_bytes": read_bytes, "l2_hit_rate": 0.5},
+                         commit=COMMIT, env="existing-py", machine=MACHINE)
+
+
+def _sidecar(tree: Path) -> Path:
+    return tree / MACHINE / f"{COMMIT[:8]}-existing-py.counters.jsonl"
+
+
+def _values(db: Path) -> dict[str, tuple]:
+    with duckdb.connect(str(db), read_only=True) as conn:
+        rows = conn.execute("SELECT counter, kind, value, fixed, benchmark, params FROM counters").fetchall()
+    return {name: (kind, value, fixed, benchmark, params) for name, kind, value, fixed, benchmark, params in rows}
+
+
+def test_counters_land_keyed_like_the_results_they_describe(tmp_path):
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    report = ingest(tree, db, "flybench")
+    assert report.ok and report.counter_rows == 4
+    values = _values(db)
+    kind, value, fixed, benchmark, params = values["dram__bytes_read.sum"]
+    assert (kind, value, fixed) == ("counter", 5e8, False)
+    assert values["smsp__inst_executed.sum"][2] is True  # instruction counts are watched for any change
+    assert values["hbm_read_bytes"][:3] == ("derived", 5e8, True)
+    assert values["l2_hit_rate"][2] is False
+    with duckdb.connect(str(db), read_only=True) as conn:
+        joined = conn.execute("SELECT count(*) FROM counters c JOIN results r USING (subject, machine, commit_hash, "
+                              "env_name, benchmark, params)").fetchone()[0]
+        case = conn.execute("SELECT status, tool, tool_version, counter_names FROM counter_cases").fetchone()
+    assert joined == 4
+    assert case == ("ok", "ncu", "2025.3.1.0", ["dram__bytes_read.sum", "smsp__inst_executed.sum"])
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_changed_one_replaces_its_rows(tmp_path):
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    ingest(tree, db, "flybench")
+    assert ingest(tree, db, "flybench").counter_rows == 0
+    append(_sidecar(tree), _record(7e8))  # the case profiled again: its later record wins
+    assert ingest(tree, db, "flybench").counter_rows == 4
+    assert _values(db)["dram__bytes_read.sum"][1] == 7e8
+
+
+def test_a_vanished_counter_file_keeps_its_rows_unless_pruned(tmp_path):
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    ingest(tree, db, "flybench")
+    _sidecar(tree).unlink()
+    report = ingest(tree, db, "flybench")
+    assert report.kept and _values(db)
+    report = ingest(tree, db, "flybench", prune=True)
+    assert report.removed == [f"{MACHINE}/{_sidecar(tree).name}"] and not _values(db)
+
+
+def test_a_torn_line_is_a_warning_and_the_good_lines_land(tmp_path):
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    with _sidecar(tree).open("a") as handle:
+        handle.write('{"version": 1, "torn')
+    report = ingest(tree, db, "flybench")
+    assert report.ok and report.counter_rows == 4
+    assert any("line 2 skipped" in w for w in report.warnings)
+
+
+@pytest.mark.skipif(not any(H200_RESULTS.glob("*/*.counters.jsonl")), reason="no committed counter pass")
+def test_the_committed_h200_counter_pass_ingests(tmp_path):
+    tree = tmp_path / "results"
+    shutil.copytree(H200_RESULTS, tree)
+    db = tmp_path / "db.duckdb"
+    report = ingest(tree, db, "flybench")
+    assert report.ok and report.counter_rows > 0
+    with duckdb.connect(str(db), read_only=True) as conn:
+        tools = conn.execute("SELECT DISTINCT tool, status FROM counter_cases").fetchall()
+        orphans = conn.execute("SELECT count(*) FROM counter_cases c ANTI JOIN results r USING (subject, machine, "
+                               "commit_hash, env_name, benchmark, params)").fetchone()[0]
+    assert tools == [("ncu", "ok")] and orphans == 0
