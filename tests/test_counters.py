@@ -156,3 +156,11 @@ def test_a_run_and_its_counter_pass_need_no_store():
             "or m.startswith('flybench.store')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_flybench_case_profiled_on_the_h200_gives_its_two_kernels():
+    kernels = ncu.parse_raw_csv((FIXTURES / "h200-triton-diffusion-p64.raw.csv").read_text())
+    assert [k.name for k in kernels] == ["diffusion_attention_fwd", "combine_splits"]
+    total = combine(kernels, ncu.COUNTERS)
+    assert total["dram__bytes_read.sum"] == 97_621_504 + 21_141_760
+    assert total["gpu__time_duration.sum"] == 53_824 + 8_320
