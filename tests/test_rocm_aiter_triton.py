@@ -61,11 +61,21 @@ def fake_align(topk_ids, num_experts, block_size, sorted_token_ids, expert_ids, 
     num_tokens_post_pad.copy_(total)
 
 
+def int4_weight(B, B_scale, block_shape):
+    """What the GPTQ/AWQ path reads: [E, N, K / 2] bytes, even K low, value (nibble - 8) * scale[.., k // group]."""
+    assert B.dtype == torch.uint8 and block_shape == [0, 32] and B_scale.shape == (*B.shape[:2], B.shape[2] * 2 // 32)
+    nibbles = torch.stack([B & 0xF, B >> 4], dim=-1).flatten(-2).float()
+    return (nibbles - 8) * B_scale.float().repeat_interleave(32, dim=-1)
+
+
 def moe_gemm(name, silu):
     def gemm(A, B, C, A_scale, B_scale, B_zp, topk_weights, topk_ids, sorted_token_ids, expert_ids,
              num_tokens_post_padded, mul_routed_weight, top_k, compute_type, use_fp8_w8a8, use_int8_w8a16,
              use_int4_w4a16, block_shape=None, config=None):
-        assert (A_scale, B_scale, B_zp, use_fp8_w8a8, use_int8_w8a16, use_int4_w4a16) == (None,) * 3 + (False,) * 3
+        assert (A_scale, B_zp, use_fp8_w8a8, use_int8_w8a16) == (None, None, False, False)
+        assert (B_scale is None and block_shape is None) != use_int4_w4a16
+        assert config["int4"] == use_int4_w4a16  # the int4 tile config goes with the int4 kernel
+        B = int4_weight(B, B_scale, block_shape) if use_int4_w4a16 else B
         assert compute_type == "bf16" and config["BLOCK_SIZE_M"] == BLOCK_M and topk_weights.stride(1) == 1
         assert mul_routed_weight == (not silu)
         calls.append(name)
@@ -83,6 +93,13 @@ def moe_gemm(name, silu):
     return gemm
 
 
+def fake_config_func(dtype, use_int8_w8a16=False, use_int8_w8a8=False, use_fp8_w8a8=False, use_int4_w4a16=False,
+                     use_mxfp4=False):
+    assert dtype == torch.bfloat16 and not (use_int8_w8a16 or use_int8_w8a8 or use_fp8_w8a8 or use_mxfp4)
+    return lambda m: {"BLOCK_SIZE_M": BLOCK_M, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
+                      "int4": use_int4_w4a16}
+
+
 @pytest.fixture
 def fake_aiter_triton(monkeypatch):
     calls.clear()
@@ -95,8 +112,7 @@ def fake_aiter_triton(monkeypatch):
         "aiter.ops.triton.moe.moe_op": {"fused_moe": moe_gemm("fused_moe", silu=False)},
         "aiter.ops.triton.moe.moe_op_silu_fused": {"fused_moe_silu": moe_gemm("fused_moe_silu", silu=True)},
         "aiter.ops.triton.utils": {},
-        "aiter.ops.triton.utils.moe_config_utils": {"get_optimal_moe_config_func": lambda dtype, *flags: (
-            lambda m: {"BLOCK_SIZE_M": BLOCK_M, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1})},
+        "aiter.ops.triton.utils.moe_config_utils": {"get_optimal_moe_config_func": fake_config_func},
         "aiter.ops.triton.utils.types": {"torch_to_triton_dtype": {torch.bfloat16: "bf16"}},
     }
     for name, attributes in modules.items():
@@ -106,8 +122,11 @@ def fake_aiter_triton(monkeypatch):
 def test_aiter_triton_says_what_it_covers(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: object())
     provider = get_provider("aiter-triton")
-    assert provider.workloads == {"attention", "diffusion_attention", "moe"}
+    assert provider.workloads == {"attention", "diffusion_attention", "moe", "moe_stage"}
     assert "per-channel" in provider.unavailable_reason("moe", "fp8", ROCM["gfx950"])
+    assert "per-channel" in provider.unavailable_reason("moe_stage", "fp8", ROCM["gfx950"])
+    assert "moe_gemm_a8w4" in provider.unavailable_reason("moe_stage", "a8w4", ROCM["gfx950"])
+    assert provider.unavailable_reason("moe_stage", "int4_bf16", ROCM["gfx942"]) is None
     assert provider.unavailable_reason("diffusion_attention", "fp16", ROCM["gfx942"]) is None
     monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: None if n == "triton" else object())
     assert "triton is not installed" in provider.unavailable_reason("attention", "bf16", ROCM["gfx942"])
@@ -151,3 +170,24 @@ def test_moe_records_the_tile_config_aiters_lookup_chose(fake_aiter_triton, monk
     assert ran["package"] == "amd-aiter" and ran["config"]["BLOCK_SIZE_M"] == BLOCK_M
     assert [k.rsplit(".", 1)[1] for k in ran["kernels"]] == ["moe_align_block_size_triton", "fused_moe_silu",
                                                              "fused_moe"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "int4_bf16"])
+@pytest.mark.parametrize("case", [c for c in tiny("moe_stage") if c.name.startswith("t7-")], ids=lambda c: c.name)
+def test_one_moe_stage_is_one_kernel_over_routing_aligned_outside_the_call(fake_aiter_triton, monkeypatch, case, dtype):
+    aligned = []
+    module = sys.modules["aiter.ops.triton.moe.moe_align_block_size"]
+    monkeypatch.setattr(module, "moe_align_block_size_triton", lambda *a: aligned.append(1) or fake_align(*a))
+    from flybench.measure.correctness import check
+    from flybench.workloads import WORKLOADS
+
+    workload = WORKLOADS["moe_stage"]
+    inputs = workload.make_inputs(case, dtype, "cpu")
+    runner = get_provider("aiter-triton").build(case, dtype, inputs, ROCM["gfx942"])
+    for _ in range(2):
+        verdict = check(runner(), workload.reference(case, inputs), dtype)
+        assert verdict.passed, verdict.reason
+    stage_kernel = "fused_moe_silu" if case.shape["stage"] == 1 else "fused_moe"
+    assert calls == [stage_kernel] * 2 and aligned == [1]
+    ran = get_provider("aiter-triton").implementation(case, dtype)
+    assert ran["kernels"][-1].endswith(stage_kernel) and ran["config"]["int4"] == (dtype == "int4_bf16")

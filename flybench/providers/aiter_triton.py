@@ -20,6 +20,17 @@ e404860), called as AITER's op_tests/triton_tests call them:
   fused_experts composes them. Tile configs from
   `get_optimal_moe_config_func`. Routing is the workload's torch softmax top-k.
 
+- moe_stage (bf16, int4_bf16): one of those two kernels over routing aligned
+  in `build` (the case's input): `fused_moe_silu` writes stage 1's rows in
+  pair order, `fused_moe` (routing weight, top_k=1) and the sum over the k
+  slots are stage 2. int4 weights go in as its GPTQ/AWQ path reads them
+  (`use_int4_w4a16`, `block_shape=[0, 32]`): [E, N, K / 2] bytes, even K in
+  the low nibble, offset-binary (code + 8: with no zero point the kernel
+  subtracts 8), scales [E, N, K / 32]; the tile config is the int4 one of
+  `get_optimal_moe_config_func`. AITER's Triton a8w4 MoE
+  (`moe_op_gemm_a8w4.moe_gemm_a8w4`, matmul_ogs with its own routing data
+  and swizzled MX scales) is not wired.
+
 Decode attention (aiter.ops.triton.attention.pa_decode) takes one query per
 sequence; no flybench workload has that shape, so it is not wired. Not yet run
 on AMD hardware.
@@ -44,7 +55,7 @@ class AiterTriton(Provider):
     """AITER's Triton attention, extend attention and fused MoE."""
 
     name = "aiter-triton"
-    workloads = frozenset({"attention", "diffusion_attention", "moe"})
+    workloads = frozenset({"attention", "diffusion_attention", "moe", "moe_stage"})
     description = "AITER's own Triton kernels: flash_attn_func, extend_attention_fwd, fused_moe"
     module = "aiter"
 
@@ -53,9 +64,12 @@ class AiterTriton(Provider):
             "triton", "pip install triton (the ROCm torch wheels bring pytorch-triton-rocm)")
         if reason:
             return reason
-        if workload == "moe" and dtype != "bf16":
-            return ("aiter-triton MoE is bf16 only: AITER's Triton fused_moe takes fp8 weights with one scale per "
+        if workload in ("moe", "moe_stage") and dtype == "fp8":
+            return ("aiter-triton has no fp8 MoE here: AITER's Triton fused_moe takes fp8 weights with one scale per "
                     "expert or per block, while the workload's fp8 weights carry per-channel scales")
+        if workload == "moe_stage" and dtype == "a8w4":
+            return ("aiter-triton's a8w4 MoE (moe_op_gemm_a8w4.moe_gemm_a8w4, matmul_ogs with its own routing data "
+                    "and swizzled MX scales) is not wired in flybench yet")
         return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
@@ -75,12 +89,17 @@ class AiterTriton(Provider):
                 return _paged_append.unpack({"out": out}, inputs)
 
             return run
+        if case.workload == "moe_stage":
+            return _moe_stage_runner(case, dtype, inputs)
         return _moe_runner(case, inputs)
 
     def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
         """AITER's version, the kernels, and for MoE the tile config AITER's lookup chose for the token count."""
-        ran: dict[str, Any] = {"kernels": [KERNELS[case.workload]]} if case.workload in KERNELS else {
-            "kernels": list(MOE_KERNELS), "config": moe_config(case)}
+        if case.workload in KERNELS:
+            ran: dict[str, Any] = {"kernels": [KERNELS[case.workload]]}
+        else:
+            kernels = MOE_KERNELS if case.workload == "moe" else (MOE_KERNELS[0], MOE_KERNELS[case.shape["stage"]])
+            ran = {"kernels": list(kernels), "config": moe_config(case, dtype)}
         return {**super().implementation(case, dtype), **ran}
 
 
@@ -90,13 +109,31 @@ MOE_KERNELS = ("aiter.ops.triton.moe.moe_align_block_size.moe_align_block_size_t
                "aiter.ops.triton.moe.moe_op_silu_fused.fused_moe_silu", "aiter.ops.triton.moe.moe_op.fused_moe")
 
 
-def moe_config(case: Case) -> dict[str, Any]:
-    """`get_optimal_moe_config_func(bf16)(tokens)`: AITER's tuned Triton tile config for this token count."""
+def moe_config(case: Case, dtype: str) -> dict[str, Any]:
+    """`get_optimal_moe_config_func(bf16, use_int4_w4a16=...)(tokens)`: AITER's tuned Triton tile config for this
+    token count (bf16 activations for every dtype it runs)."""
     import torch
 
     from aiter.ops.triton.utils.moe_config_utils import get_optimal_moe_config_func
 
-    return dict(get_optimal_moe_config_func(torch.bfloat16)(case.shape["tokens"]))
+    lookup = get_optimal_moe_config_func(torch.bfloat16, use_int4_w4a16=dtype == "int4_bf16")
+    return dict(lookup(case.shape["tokens"]))
+
+
+def triton_weight(inputs: Tensors, name: str, dtype: str) -> tuple["torch.Tensor", "torch.Tensor | None", dict]:
+    """One weight as AITER's Triton MoE reads it, its scale, and the quantisation keywords of the call: bf16 as
+    it is; int4 packed offset-binary two to a byte, even K low ([E, N, K / 2] uint8), with float32 group scales
+    [E, N, K / 32] and block_shape [0, 32] (its GPTQ/AWQ path)."""
+    from flybench.providers import _moe_layout
+    from flybench.workloads._inputs import GROUP
+
+    flags = {"use_fp8_w8a8": False, "use_int8_w8a16": False, "use_int4_w4a16": dtype == "int4_bf16"}
+    if dtype != "int4_bf16":
+        return inputs[name], None, {**flags, "block_shape": None}
+    import torch
+
+    packed = _moe_layout.pack_int4(inputs[name].to(torch.int16) + 8)
+    return packed, inputs[f"{name}_scale"].float().contiguous(), {**flags, "block_shape": [0, GROUP]}
 
 
 def flash_attn_call(case: Case, inputs: Tensors) -> tuple[tuple, dict]:
@@ -139,7 +176,7 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
     p = case.shape
     t, h, inter, experts, top_k = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"]
     x, w13, w2 = inputs["x"], inputs["w13"], inputs["w2"]
-    config = moe_config(case)
+    config = moe_config(case, "bf16")
     buffers = align_buffers(t * top_k, experts, int(config["BLOCK_SIZE_M"]), x.device)
     mid = torch.empty((t * top_k, inter), dtype=x.dtype, device=x.device)
     down = torch.empty((t, top_k, h), dtype=x.dtype, device=x.device)
@@ -158,6 +195,47 @@ def _moe_runner(case: Case, inputs: Tensors) -> Runner:
         return {"out": down.sum(dim=1)}
 
     return run
+
+
+def _moe_stage_runner(case: Case, dtype: str, inputs: Tensors) -> Runner:
+    """One stage over routing aligned here, outside the timed call: stage 1 `fused_moe_silu` (rows in pair order),
+    stage 2 `fused_moe` with the routing weight and the sum over the k slots."""
+    import torch
+
+    from aiter.ops.triton.moe.moe_align_block_size import moe_align_block_size_triton
+    from aiter.ops.triton.moe.moe_op import fused_moe
+    from aiter.ops.triton.moe.moe_op_silu_fused import fused_moe_silu
+    from aiter.ops.triton.utils.types import torch_to_triton_dtype
+
+    from flybench.workloads.moe import route
+
+    p = case.shape
+    t, h, inter, experts, top_k, stage = p["tokens"], p["hidden"], p["inter"], p["experts"], p["top_k"], p["stage"]
+    x = inputs["x"]
+    config = moe_config(case, dtype)
+    weights, ids = route(inputs["router_logits"], top_k)
+    sorted_ids, expert_ids, padded = align_buffers(t * top_k, experts, int(config["BLOCK_SIZE_M"]), x.device)
+    sorted_ids.fill_(t * top_k)
+    moe_align_block_size_triton(ids, experts, int(config["BLOCK_SIZE_M"]), sorted_ids, expert_ids, padded)
+    weight, scale, quant = triton_weight(inputs, "w13" if stage == 1 else "w2", dtype)
+    compute = torch_to_triton_dtype[x.dtype]
+    if stage == 1:
+        mid = torch.empty((t * top_k, inter), dtype=x.dtype, device=x.device)
+
+        def first() -> Tensors:
+            fused_moe_silu(x, weight, mid, None, scale, None, weights, ids, sorted_ids, expert_ids, padded, False,
+                           top_k, compute, **quant, config=config)
+            return {"out": mid}
+
+        return first
+    down = torch.empty((t, top_k, h), dtype=x.dtype, device=x.device)
+
+    def second() -> Tensors:
+        fused_moe(inputs["act"], weight, down, None, scale, None, weights, ids, sorted_ids, expert_ids, padded, True,
+                  1, compute, **quant, config=config)
+        return {"out": down.sum(dim=1)}
+
+    return second
 
 
 def align_buffers(pairs: int, experts: int, block: int, device: "torch.device") -> tuple["torch.Tensor", ...]:
