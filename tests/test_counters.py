@@ -74,7 +74,8 @@ def test_version_line():
 
 
 def test_figures_read_as_a_person_reads_them():
-    assert format_figure("hbm_bytes", 1.38e9) == "1,380.0 MB"
+    assert format_figure("hbm_bytes", 1.38e9) == "1.38 GB"
+    assert format_figure("hbm_bytes", 2.5e8) == "250.0 MB"
     assert format_figure("l2_hit_rate", 0.8123) == "81.2%"
     assert format_figure("hbm_over_min", 1.5) == "1.5x"
     assert format_figure("matrix_busy", None) == "-"

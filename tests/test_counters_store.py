@@ -109,3 +109,21 @@ def test_the_committed_h200_counter_pass_ingests(tmp_path):
         orphans = conn.execute("SELECT count(*) FROM counter_cases c ANTI JOIN results r USING (subject, machine, "
                                "commit_hash, env_name, benchmark, params)").fetchone()[0]
     assert tools == [("ncu", "ok")] and orphans == 0
+
+
+def test_compare_shows_what_the_counters_say_beside_the_timing_verdict(tmp_path):
+    from flybench.regress.compare import compare
+    from flybench.regress.report import context_text
+
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    head = "b" * 40
+    results_json(tree, {"moe.Quick.track_time": [[1.11e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]},
+                 commit=head)
+    append(_sidecar(tree), _record(1.0e9))
+    slower = _record(1.38e9)
+    slower.commit, slower.derived = head, {**slower.derived, "l2_hit_rate": 0.501}  # moved 0.2%: not shown
+    append(tree / MACHINE / f"{head[:8]}-existing-py.counters.jsonl", slower)
+    ingest(tree, db, "flybench")
+    [case] = compare(db, MACHINE, COMMIT[:8], head[:8], subject="flybench").cases
+    assert case.counters["hbm_read_bytes"] == (1.0e9, 1.38e9)
+    assert context_text(case) == "DRAM read 1.00 GB -> 1.38 GB"

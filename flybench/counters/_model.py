@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 Aggregate = Literal["sum", "max", "weighted"]
 """How a counter of several kernels becomes one per call: added (counts, bytes, cycles), the largest (a launch's
@@ -39,19 +39,26 @@ class KernelCounters:
     duration_s: float | None = None
 
 
-DERIVED: dict[str, tuple[str, str]] = {
-    "duration_s": ("seconds", "summed kernel time under the profiler (not a timing sample)"),
-    "hbm_read_bytes": ("bytes", "bytes read from device memory (HBM)"),
-    "hbm_write_bytes": ("bytes", "bytes written to device memory (HBM)"),
-    "hbm_bytes": ("bytes", "bytes read and written in device memory"),
-    "hbm_over_min": ("ratio", "device-memory bytes moved over the workload's minimum-byte model"),
-    "hbm_gbps": ("GB/s", "device-memory bytes over the profiled kernel time"),
-    "l2_hit_rate": ("fraction", "L2 hits over L2 lookups"),
-    "matrix_busy": ("fraction", "matrix-unit (tensor core / MFMA) busy cycles over elapsed cycles"),
-    "lds_conflicts_per_instruction": ("ratio", "shared-memory (LDS) bank conflicts per shared-memory instruction"),
-    "occupancy": ("fraction", "achieved occupancy: active warps (waves) over the most the hardware holds"),
+class Figure(NamedTuple):
+    label: str  # as a report or chart names it
+    unit: str
+    description: str
+
+
+DERIVED: dict[str, Figure] = {
+    "duration_s": Figure("kernel time", "seconds", "summed kernel time under the profiler (not a timing sample)"),
+    "hbm_read_bytes": Figure("DRAM read", "bytes", "bytes read from device memory (HBM)"),
+    "hbm_write_bytes": Figure("DRAM write", "bytes", "bytes written to device memory (HBM)"),
+    "hbm_bytes": Figure("DRAM moved", "bytes", "bytes read and written in device memory"),
+    "hbm_over_min": Figure("DRAM / minimum", "ratio", "device-memory bytes moved over the workload's minimum-byte model"),
+    "hbm_gbps": Figure("DRAM bandwidth", "GB/s", "device-memory bytes over the profiled kernel time"),
+    "l2_hit_rate": Figure("L2 hit rate", "fraction", "L2 hits over L2 lookups"),
+    "matrix_busy": Figure("matrix busy", "fraction", "matrix-unit (tensor core / MFMA) busy cycles over elapsed cycles"),
+    "lds_conflicts_per_instruction": Figure("LDS conflicts / instr", "ratio",
+                                            "shared-memory (LDS) bank conflicts per shared-memory instruction"),
+    "occupancy": Figure("occupancy", "fraction", "achieved occupancy: active warps (waves) over the most the hardware holds"),
 }
-"""The figures derived from every tool's counters: name -> (unit, what it is)."""
+"""The figures derived from every tool's counters, by name."""
 
 WATCHED_DERIVED = ("hbm_read_bytes", "hbm_write_bytes")
 """Derived figures that depend on the code and the shape alone (the profiler flushes the caches before each
@@ -62,9 +69,9 @@ def format_figure(name: str, value: float | None) -> str:
     """A DERIVED figure as a person reads it: bytes in MB, fractions in %, ratios with an x."""
     if value is None:
         return "-"
-    unit = DERIVED[name][0]
+    unit = DERIVED[name].unit
     if unit == "bytes":
-        return f"{value / 1e6:,.1f} MB"
+        return f"{value / 1e9:.2f} GB" if value >= 1e9 else f"{value / 1e6:,.1f} MB"
     if unit == "fraction":
         return f"{value:.1%}"
     if unit == "ratio":

@@ -51,6 +51,9 @@ class CaseResult:
     detectable: float | None = None
     """The smallest relative change this comparison calls a change for this case, at its noise."""
     threshold: float | None = None  # the configured relative threshold of this case
+    counters: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    """(base, head) of the counter pass's derived figures (flybench.counters.DERIVED) where both commits have
+    them: why the time moved, never judged."""
 
     @property
     def noise_limited(self) -> bool:
@@ -132,6 +135,10 @@ def compare(
             metric = benchmark.rsplit(".", 1)[-1]
             result.resources.append(_resource(name, None, metric, unit, b["value"], h["value"], thresholds))
     result.resources += _metric_changes(metrics, base_hash, head_hash, cfg)
+    counters = _counter_pairs(queries.case_counters(db_path, machine, [base_hash, head_hash], subject),
+                              base_hash, head_hash)
+    result.cases = [replace(c, counters=counters[key]) if (key := (c.env_name, c.benchmark, _params_key(c.params)))
+                    in counters else c for c in result.cases]
     result.cases.sort(key=lambda c: (VERDICTS.index(c.verdict), -abs(c.relative or 0)))
     return result
 
@@ -181,6 +188,20 @@ def _context(b: dict[str, Any] | None, h: dict[str, Any] | None) -> dict[str, tu
 
     pairs = {name: (value(b, name), value(h, name)) for name in CONTEXT}
     return {name: pair for name, pair in pairs.items() if pair != (None, None)}
+
+
+def _counter_pairs(frame: pd.DataFrame, base: str, head: str) -> dict[tuple[str, str, str], dict[str, tuple]]:
+    """Per case, each derived counter figure measured on both sides: {figure: (base, head)}."""
+    sides: dict[tuple[str, str, str], dict[str, dict[str, float]]] = {}
+    for r in queries.records(frame):
+        case = sides.setdefault((r["env_name"], r["benchmark"], _params_key(json.loads(r["params"]))), {})
+        case.setdefault(r["counter"], {})[r["commit_hash"]] = r["value"]
+    return {key: {name: (v[base], v[head]) for name, v in figures.items() if base in v and head in v}
+            for key, figures in sides.items()}
+
+
+def _params_key(params: dict[str, Any]) -> str:
+    return json.dumps(params, sort_keys=True)
 
 
 def _history(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:

@@ -437,8 +437,27 @@ def context_text(case: CaseResult) -> str:
         return f"{100 * value:.1f}%" if name == "roofline_fraction" else f"{value:.2e}" if name == "error" \
             else f"{value:.4g}"
 
-    return ", ".join(f"{CONTEXT[name]} {number(b, name)} -> {number(h, name)}"
-                     for name, (b, h) in case.context.items())
+    facts = [f"{CONTEXT[name]} {number(b, name)} -> {number(h, name)}" for name, (b, h) in case.context.items()]
+    return ", ".join(facts + counter_changes(case))
+
+
+COUNTER_CHANGE = 0.02
+"""A counter figure that moved by less than this (relative) is left out of a case's context."""
+
+
+def counter_changes(case: CaseResult) -> list[str]:
+    """'DRAM read 1.00 GB -> 1.38 GB': the counter figures that moved between base and head, in DERIVED order."""
+    from flybench.counters import DERIVED, format_figure
+
+    moved = []
+    for name, figure in DERIVED.items():
+        if name not in case.counters:
+            continue
+        b, h = case.counters[name]
+        if b is None or h is None or (b == h) or (b and abs(h - b) / abs(b) < COUNTER_CHANGE):
+            continue
+        moved.append(f"{figure.label} {format_figure(name, b)} -> {format_figure(name, h)}")
+    return moved
 
 
 def _regression_cells(r: Regression) -> list[str]:
@@ -470,4 +489,5 @@ def _plural(n: int, noun: str) -> str:
 
 def _with_context(case: CaseResult) -> CaseResult:
     """JSON has no tuples: the context pairs come back as lists."""
-    return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()})
+    return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()},
+                   counters={name: (pair[0], pair[1]) for name, pair in case.counters.items()})

@@ -95,6 +95,6 @@ def _rows(subject: str, relpath: str, records: list[dict[str, Any]]) -> tuple[li
                              "fixed": bool(fixed), "tool": r.get("tool", "")})
         for name, value in r.get("derived", {}).items():
             counters.append({**key, "counter": name, "kind": "derived", "value": value,
-                             "unit": DERIVED.get(name, ("",))[0], "fixed": name in WATCHED_DERIVED,
+                             "unit": DERIVED[name].unit if name in DERIVED else "", "fixed": name in WATCHED_DERIVED,
                              "tool": r.get("tool", "")})
     return cases, counters

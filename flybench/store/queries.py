@@ -172,6 +172,14 @@ def _resolve(conn: duckdb.DuckDBPyConnection, machine: str, ref: str, subject: s
     raise FlybenchError(f"commit {ref!r} {what} on {machine}; known commits: {listing or 'none'}")
 
 
+def case_counters(db_path: str | Path, machine: str, hashes: list[str], subject: str | None = None) -> pd.DataFrame:
+    """The counter pass's derived figures (flybench.counters.DERIVED) of these commits on `machine`, a row each."""
+    return _query(db_path, """
+        SELECT commit_hash, env_name, benchmark, params, counter, value, unit FROM counters
+        WHERE machine = ? AND kind = 'derived' AND commit_hash IN (SELECT unnest(?::VARCHAR[]))
+          AND (? IS NULL OR subject = ?)""", [machine, hashes, subject, subject])
+
+
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts with SQL NULL as None (pandas shows it as NaN, NA or NaT depending on the dtype)."""
     return [{k: None if _is_null(v) else v for k, v in row.items()} for row in frame.to_dict("records")]
