@@ -314,3 +314,58 @@ def test_ck_gemm_records_aiters_tuned_row_or_its_absence(fake_aiter, aiter_versi
                                                                             "kernelName": "k3"}
     finally:
         TUNED.clear()
+
+
+UPSTREAM = {
+    "mha_fwd": "aiter/ops/mha.py", "fmha_v3_fwd": "aiter/ops/mha.py", "mha_batch_prefill_func": "aiter/ops/mha.py",
+    "gemm_a8w8": "aiter/ops/gemm_op_a8w8.py", "get_GEMM_config_with_quant_type": "aiter/ops/gemm_op_a8w8.py",
+    "ck_moe_stage1": "aiter/fused_moe.py", "moe_sorting": "aiter/fused_moe.py", "fused_topk": "aiter/fused_moe.py",
+    "get_block_size_M": "aiter/fused_moe.py", "use_nt": "aiter/fused_moe.py", "get_padded_M": "aiter/fused_moe.py",
+    "ck_moe_stage2_fwd": "aiter/ops/moe_op.py", "fmoe_g1u1": "aiter/ops/moe_op.py",
+    "shuffle_weight": "aiter/ops/shuffle.py", "get_hip_quant": "aiter/ops/quant.py",
+}
+"""Where AITER defines each entry point the AITER providers call (as plain top-level functions)."""
+
+
+def upstream_signature(root, path, name):
+    """The signature of top-level function `name` in an AITER checkout's `path`, read from its source (AITER
+    cannot be imported without a ROCm build)."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    tree = ast.parse((Path(root) / path).read_text())
+    args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name).args
+    kind = inspect.Parameter
+    positional = [(a, kind.POSITIONAL_ONLY) for a in args.posonlyargs] + [(a, kind.POSITIONAL_OR_KEYWORD)
+                                                                          for a in args.args]
+    first_default = len(positional) - len(args.defaults)
+    params = [kind(a.arg, k, **({"default": None} if i >= first_default else {})) for i, (a, k) in enumerate(positional)]
+    if args.vararg:
+        params.append(kind(args.vararg.arg, kind.VAR_POSITIONAL))
+    params += [kind(a.arg, kind.KEYWORD_ONLY, **({} if d is None else {"default": None}))
+               for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    if args.kwarg:
+        params.append(kind(args.kwarg.arg, kind.VAR_KEYWORD))
+    return inspect.Signature(params)
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("FLYBENCH_AITER_SRC"),
+                    reason="set FLYBENCH_AITER_SRC to an AITER checkout to bind against its source")
+def test_every_aiter_call_binds_to_the_checkouts_signature(fake_aiter, monkeypatch):
+    """Each call the ck and aiter-asm runners make, with the arguments they pass, against AITER's own source."""
+    import os
+
+    made = []
+    modules = [fake_aiter, fake_aiter.fused_moe, sys.modules["aiter.ops.shuffle"], sys.modules["aiter.ops.gemm_op_a8w8"]]
+    for module in modules:
+        for name in UPSTREAM:
+            if hasattr(module, name):
+                real = getattr(module, name)
+                monkeypatch.setattr(module, name, lambda *a, _n=name, _f=real, **k: made.append((_n, a, k)) or _f(*a, **k))
+    for provider, case, dtype in CK_CASES:
+        run_gate(provider, case, dtype, GFX942)
+        get_provider(provider).implementation(case, dtype)
+    assert {name for name, *_ in made} == set(UPSTREAM)
+    for name, args, kwargs in made:
+        upstream_signature(os.environ["FLYBENCH_AITER_SRC"], UPSTREAM[name], name).bind(*args, **kwargs)

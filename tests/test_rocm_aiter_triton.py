@@ -191,3 +191,36 @@ def test_one_moe_stage_is_one_kernel_over_routing_aligned_outside_the_call(fake_
     assert calls == [stage_kernel] * 2 and aligned == [1]
     ran = get_provider("aiter-triton").implementation(case, dtype)
     assert ran["kernels"][-1].endswith(stage_kernel) and ran["config"]["int4"] == (dtype == "int4_bf16")
+
+
+TRITON_UPSTREAM = {
+    "flash_attn_func": "aiter/ops/triton/attention/mha.py",
+    "extend_attention_fwd": "aiter/ops/triton/attention/extend_attention.py",
+    "moe_align_block_size_triton": "aiter/ops/triton/moe/moe_align_block_size.py",
+    "fused_moe": "aiter/ops/triton/moe/moe_op.py", "fused_moe_silu": "aiter/ops/triton/moe/moe_op_silu_fused.py",
+    "get_optimal_moe_config_func": "aiter/ops/triton/utils/moe_config_utils.py",
+}
+
+
+@pytest.mark.skipif(not __import__("os").environ.get("FLYBENCH_AITER_SRC"),
+                    reason="set FLYBENCH_AITER_SRC to an AITER checkout to bind against its source")
+def test_every_aiter_triton_call_binds_to_the_checkouts_signature(fake_aiter_triton, monkeypatch):
+    import os
+
+    from test_rocm_aiter import upstream_signature
+
+    made = []
+    for path in TRITON_UPSTREAM.values():
+        module = sys.modules[path.removesuffix(".py").replace("/", ".")]
+        for name in TRITON_UPSTREAM:
+            if hasattr(module, name):
+                real = getattr(module, name)
+                monkeypatch.setattr(module, name, lambda *a, _n=name, _f=real, **k: made.append((_n, a, k)) or _f(*a, **k))
+    for workload, dtypes in (("attention", ["bf16"]), ("diffusion_attention", ["fp16"]), ("moe", ["bf16"]),
+                             ("moe_stage", ["bf16", "int4_bf16"])):
+        for case in tiny(workload)[:2]:
+            for dtype in dtypes:
+                run_gate("aiter-triton", case, dtype)
+    assert {name for name, *_ in made} == set(TRITON_UPSTREAM)
+    for name, args, kwargs in made:
+        upstream_signature(os.environ["FLYBENCH_AITER_SRC"], TRITON_UPSTREAM[name], name).bind(*args, **kwargs)
