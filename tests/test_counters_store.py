@@ -127,3 +127,28 @@ def test_compare_shows_what_the_counters_say_beside_the_timing_verdict(tmp_path)
     [case] = compare(db, MACHINE, COMMIT[:8], head[:8], subject="flybench").cases
     assert case.counters["hbm_read_bytes"] == (1.0e9, 1.38e9)
     assert context_text(case) == "DRAM read 1.00 GB -> 1.38 GB"
+
+
+def test_watched_counters_that_change_are_listed_and_dram_jitter_is_not(tmp_path):
+    from flybench.regress.counters import counter_changes
+
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    head, later = "b" * 40, "c" * 40
+    for commit, date in ((head, 1767355200000), (later, 1767441600000)):
+        path = results_json(tree, {"moe.Quick.track_time": [[1e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]},
+                            commit=commit)
+        path.write_text(path.read_text().replace("1767268800000", str(date)))
+    append(_sidecar(tree), _record(1.0e9))
+    jitter = _record(1.005e9)  # DRAM bytes 0.5% apart: the same code
+    jitter.commit = head
+    append(tree / MACHINE / f"{head[:8]}-existing-py.counters.jsonl", jitter)
+    changed = _record(1.3e9)
+    changed.commit, changed.total = later, {**changed.total, "smsp__inst_executed.sum": 1200.0}
+    append(tree / MACHINE / f"{later[:8]}-existing-py.counters.jsonl", changed)
+    ingest(tree, db, "flybench")
+    found = {(r.params["counter"], r.step.last_good[:1], r.step.first_bad[:1]): r for r in counter_changes(db)}
+    assert set(found) == {("smsp__inst_executed.sum", "b", "c"), ("hbm_read_bytes", "b", "c")}
+    instructions = found["smsp__inst_executed.sum", "b", "c"]
+    assert (instructions.step.before, instructions.step.after, instructions.step.worse) == (1000.0, 1200.0, True)
+    assert instructions.series == "moe.Quick.track_time(mixtral8x7b-t16, triton, bf16, smsp__inst_executed.sum)"
+    assert counter_changes(db, benchmark="attention.*") == []

@@ -130,6 +130,19 @@ def compile_history(db_path: str | Path = DEFAULT_DB, machine: str | None = None
         [machine, machine, subject, subject])
 
 
+def counter_history(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
+                    subject: str | None = None) -> pd.DataFrame:
+    """The watched (`fixed`) hardware counters of every case, ordered into series per case and counter by commit
+    date: instruction counts, launch resources, the DRAM bytes a call moves."""
+    return _query(db_path, """
+        SELECT k.*, c.date AS commit_date FROM counters k
+        LEFT JOIN commits c ON c.subject = k.subject AND c.hash = k.commit_hash
+        WHERE k.fixed AND k.value IS NOT NULL
+          AND (?::VARCHAR IS NULL OR k.machine = ?) AND (?::VARCHAR IS NULL OR k.subject = ?)
+        ORDER BY k.subject, k.machine, k.env_name, k.benchmark, k.params, k.counter, c.date NULLS LAST,
+                 k.commit_hash""", [machine, machine, subject, subject])
+
+
 def series_names(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
     """(subject, machine, name) of every series the regression scan reads: benchmarks and compile-metric kernels.
 
