@@ -9,6 +9,7 @@ from pathlib import Path
 from flybench.cli.compare import add_common, check_scope
 from flybench.errors import FlybenchError
 from flybench.regress import accepted, stored
+from flybench.regress.counters import counter_changes
 from flybench.regress.report import exit_code, write
 
 
@@ -17,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "regressions", help="find regressions in the history of every benchmark",
         description="asv's Potts-model step detection over each series ordered by commit date; a step is "
                     "kept when it beats the relative, absolute and noise thresholds. Every change of a "
-                    "deterministic metric is listed. Exit status: 0 none, 1 regressions, 2 bad input "
+                    "deterministic metric is listed, and of a watched hardware counter (instruction counts, launch "
+                    "resources; a call's DRAM bytes at 2% or more). Exit status: 0 none, 1 regressions, 2 bad input "
                     "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
     parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
@@ -36,6 +38,7 @@ def main(args: argparse.Namespace) -> int:
     found = stored.regressions(args.db, machine=args.machine, subject=args.subject,
                                 benchmark=args.benchmark, config=args.config,
                                 accepted=accepted.load(args.accepted))
+    found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
     write(found, args.format, args.output, dashboard=args.dashboard_url)
     return exit_code(found)
 

@@ -22,7 +22,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-from flybench.counters._model import Counter, KernelCounters, ratio
+from flybench.counters._model import Counter, KernelCounters, figures
 
 TOOL = "ncu"
 INSTALL_HINT = ("install NVIDIA Nsight Compute (it ships with the CUDA toolkit, or as the nsight-compute package "
@@ -132,29 +132,20 @@ def _number(text: str | None) -> float | None:
 
 
 def derive(total: Mapping[str, float], min_bytes: float | None) -> dict[str, float]:
-    """The DERIVED figures from one call's combined ncu counters."""
-    read, write = total.get("dram__bytes_read.sum"), total.get("dram__bytes_write.sum")
-    duration = total[DURATION] * 1e-9 if DURATION in total else None
-    hits, misses = total.get("lts__t_sectors_lookup_hit.sum"), total.get("lts__t_sectors_lookup_miss.sum")
-    conflicts = _sum(total, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-                     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
-    shared = _sum(total, "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum")
-    moved = read + write if read is not None and write is not None else None
+    """The DERIVED figures from one call's combined ncu counters (bytes, L2 sectors; percentages as fractions)."""
+    duration = total.get(DURATION)
     tensor = total.get("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
     occupancy = total.get("sm__warps_active.avg.pct_of_peak_sustained_active")
-    figures = {
-        "duration_s": duration,
-        "hbm_read_bytes": read,
-        "hbm_write_bytes": write,
-        "hbm_bytes": moved,
-        "hbm_over_min": ratio(moved, min_bytes),
-        "hbm_gbps": ratio(moved, duration * 1e9 if duration else None),
-        "l2_hit_rate": ratio(hits, (hits or 0) + (misses or 0)) if hits is not None and misses is not None else None,
-        "matrix_busy": tensor / 100 if tensor is not None else None,
-        "lds_conflicts_per_instruction": ratio(conflicts, shared),
-        "occupancy": occupancy / 100 if occupancy is not None else None,
-    }
-    return {name: value for name, value in figures.items() if value is not None}
+    return figures(
+        duration_s=duration * 1e-9 if duration is not None else None,
+        read_bytes=total.get("dram__bytes_read.sum"), write_bytes=total.get("dram__bytes_write.sum"),
+        min_bytes=min_bytes,
+        l2_hits=total.get("lts__t_sectors_lookup_hit.sum"), l2_misses=total.get("lts__t_sectors_lookup_miss.sum"),
+        matrix_busy=tensor / 100 if tensor is not None else None,
+        lds_conflicts=_sum(total, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                           "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+        lds_instructions=_sum(total, "smsp__inst_executed_op_shared_ld.sum", "smsp__inst_executed_op_shared_st.sum"),
+        occupancy=occupancy / 100 if occupancy is not None else None)
 
 
 def _sum(total: Mapping[str, float], *names: str) -> float | None:
