@@ -193,6 +193,27 @@ def case_counters(db_path: str | Path, machine: str, hashes: list[str], subject:
           AND (? IS NULL OR subject = ?)""", [machine, hashes, subject, subject])
 
 
+def case_counter_history(db_path: str | Path, benchmark: str, params: list[str], machines: list[str] | None = None,
+                         subject: str | None = None) -> pd.DataFrame:
+    """The counter pass's derived figures of these series (params as stored), with commit dates, oldest first."""
+    return _query(db_path, """
+        SELECT k.machine, k.env_name, k.params, k.commit_hash, c.date AS commit_date, k.counter, k.value, k.unit,
+               k.tool, k.subject
+        FROM counters k LEFT JOIN commits c ON c.subject = k.subject AND c.hash = k.commit_hash
+        WHERE k.kind = 'derived' AND k.benchmark = ? AND list_contains(?::VARCHAR[], k.params::VARCHAR)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], k.machine)) AND (?::VARCHAR IS NULL OR k.subject = ?)
+        ORDER BY k.machine, k.params, k.counter, c.date NULLS LAST, k.commit_hash""",
+                  [benchmark, params, machines, machines, subject, subject])
+
+
+def case_kernels(db_path: str | Path, benchmark: str, params: str, machine: str, commits: list[str]) -> pd.DataFrame:
+    """The counter pass's record of one series at these commits: tool, version, status and each kernel's counters."""
+    return _query(db_path, """
+        SELECT commit_hash, status, reason, tool, tool_version, arch, kernels FROM counter_cases
+        WHERE benchmark = ? AND params::VARCHAR = ? AND machine = ? AND list_contains(?::VARCHAR[], commit_hash)""",
+                  [benchmark, params, machine, commits])
+
+
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts with SQL NULL as None (pandas shows it as NaN, NA or NaT depending on the dtype)."""
     return [{k: None if _is_null(v) else v for k, v in row.items()} for row in frame.to_dict("records")]

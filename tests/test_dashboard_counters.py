@@ -1,0 +1,79 @@
+"""The History page's counter section, on the counter pass committed from the H200: what it draws and lines up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from dashboard import counters
+from dashboard.ui import vega_spec
+from flybench.store import ingest, queries
+
+RESULTS = Path(__file__).parents[1] / "results" / "flybench"
+BENCHMARK = "diffusion_attention.Quick.track_time"
+CASE = "llama3-8b-b8-ctx4k-d32-p64-bidir"
+PARAMS = [json.dumps({"case": CASE, "provider": p, "dtype": "bf16"}) for p in ("triton", "torch")]
+
+pytestmark = pytest.mark.skipif(not any(RESULTS.glob("*/*.counters.jsonl")), reason="no committed counter pass")
+
+
+@cache
+def _db(root: str) -> Path:
+    tree = Path(root) / "results"
+    shutil.copytree(RESULTS, tree)
+    db = Path(root) / "db.duckdb"
+    assert ingest(tree, db, "flybench").ok
+    return db
+
+
+@pytest.fixture
+def db(tmp_path_factory) -> Path:
+    return _db(str(tmp_path_factory.getbasetemp() / "counters"))
+
+
+def test_the_figures_drawn_are_labelled_as_a_person_reads_them(db):
+    frame = counters.figure_frame(queries.case_counter_history(db, BENCHMARK, PARAMS))
+    assert set(frame["figure"]) == {"DRAM / minimum", "DRAM bandwidth", "L2 hit rate", "matrix busy", "occupancy",
+                                    "LDS conflicts / instr"}
+    ratio = frame[(frame["figure"] == "DRAM / minimum")].set_index("provider")["shown"]
+    assert ratio.to_dict() == {"Triton (flybench)": "1.33x", "torch (SDPA / grouped GEMM)": "4.54x"}
+    assert not frame["shown"].str.contains("None|nan|-").any()
+
+
+def test_the_chart_is_one_small_multiple_per_figure(db):
+    frame = counters.figure_frame(queries.case_counter_history(db, BENCHMARK, PARAMS))
+    spec = vega_spec(counters.chart(frame))
+    assert spec["facet"]["row"]["field"] == "figure"
+    assert spec["resolve"]["scale"]["y"] == "independent"  # a ratio and a GB/s never share an axis
+    assert spec["spec"]["height"] >= 100
+
+
+def test_why_lines_up_base_and_head_with_the_change():
+    frame = pd.DataFrame({
+        "machine": ["m"] * 4, "provider": ["Triton"] * 4, "figure": ["DRAM / minimum", "L2 hit rate"] * 2,
+        "counter": ["hbm_over_min", "l2_hit_rate"] * 2, "value": [1.0, 0.5, 1.38, 0.5],
+        "shown": ["1x", "50.0%", "1.38x", "50.0%"], "commit_hash": ["a", "a", "b", "b"]})
+    why = counters.why_frame(frame, "a", "b")
+    assert why[counters.WHY_COLUMNS].values.tolist() == [
+        ["m", "Triton", "DRAM / minimum", "1x", "1.38x", "+38.0%"],
+        ["m", "Triton", "L2 hit rate", "50.0%", "50.0%", "+0.0%"]]
+
+
+def test_the_kernels_of_the_profiled_call_are_listed_in_launch_order(db):
+    [commit] = queries.case_counter_history(db, BENCHMARK, PARAMS[:1])["commit_hash"].unique()
+    kernels = counters.kernel_frame(queries.case_kernels(db, BENCHMARK, PARAMS[0], "dev-h200", [commit]))
+    assert list(kernels["kernel"]) == ["diffusion_attention_fwd", "combine_splits"]
+    assert kernels["DRAM read (MB)"].iloc[0] > 90 and kernels["registers"].iloc[0] > 0
+
+
+def test_the_pair_lined_up_first_is_the_newest_step_both_sides_profiled():
+    steps = pd.DataFrame({"last_good": ["a", "c"], "first_bad": ["b", "d"],
+                          "first_bad_date": pd.to_datetime(["2026-01-01", "2026-02-01"])})
+    assert counters._pair(["a", "b", "c"], steps) == ("a", "b")  # d was never profiled
+    assert counters._pair(["a", "b", "c"], steps.iloc[:0]) == ("b", "c")
+    assert counters._pair(["a"], steps.iloc[:0]) == ("a", "a")
