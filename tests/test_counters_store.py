@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -152,3 +153,23 @@ def test_watched_counters_that_change_are_listed_and_dram_jitter_is_not(tmp_path
     assert (instructions.step.before, instructions.step.after, instructions.step.worse) == (1000.0, 1200.0, True)
     assert instructions.series == "moe.Quick.track_time(mixtral8x7b-t16, triton, bf16, smsp__inst_executed.sum)"
     assert counter_changes(db, benchmark="attention.*") == []
+
+
+def test_flybench_regressions_lists_a_watched_counter_change(tmp_path, capsys):
+    from flybench.cli import main
+
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    head = "b" * 40
+    path = results_json(tree, {"moe.Quick.track_time": [[1e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]},
+                        commit=head)
+    path.write_text(path.read_text().replace("1767268800000", "1767355200000"))
+    append(_sidecar(tree), _record(1.0e9))
+    more = _record(1.0e9)
+    more.commit, more.total = head, {**more.total, "smsp__inst_executed.sum": 1500.0}
+    append(tree / MACHINE / f"{head[:8]}-existing-py.counters.jsonl", more)
+    ingest(tree, db, "flybench")
+    code = main(["regressions", "--db", str(db), "--format", "json"])
+    found = json.loads(capsys.readouterr().out)
+    assert code == 1
+    [change] = [r for r in found if r["params"].get("counter") == "smsp__inst_executed.sum"]
+    assert (change["step"]["before"], change["step"]["after"]) == (1000.0, 1500.0)

@@ -21,7 +21,6 @@ from flybench.store.db import DEFAULT_DB
 
 BYTES_CHANGE = 0.02
 """The smallest relative move of a call's DRAM bytes reported (two runs of the same code differ far less)."""
-KIND = "counter"
 
 
 def counter_changes(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None,
@@ -45,5 +44,5 @@ def counter_changes(db_path: str | Path = DEFAULT_DB, machine: str | None = None
                 continue
             step = Step(a["commit_hash"], b["commit_hash"], before, after, 0.0, 1.0, worse=after > before)
             found.append(Regression(subj, mach, env, name, {**json.loads(params), "counter": counter}, rows[0]["unit"],
-                                    step, KIND))
+                                    step, "change"))  # reported as compile-metric changes are
     return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative)))
