@@ -224,7 +224,8 @@ CK_CASES = ([("ck", c, "bf16") for c in tiny("attention")] + [("ck", c, "bf16") 
             + [("ck", c, "fp8") for c in tiny("gemm") if c.shape["kind"] == "gemm"]
             + [(p, c, "fp16") for p in ("ck", "ck+append") for c in tiny("diffusion_attention")]
             + [("aiter-asm", c, "bf16") for c in tiny("attention")]
-            + [("aiter-asm", c, "fp8") for c in tiny("moe") if c.shape["inter"] % 32 == 0])
+            + [("aiter-asm", c, "fp8") for c in tiny("moe") if c.shape["inter"] % 32 == 0]
+            + [("ck", c, dtype) for c in tiny("moe_stage") for dtype in ("bf16", "fp8")])
 
 
 @pytest.mark.parametrize("provider,case,dtype", CK_CASES, ids=lambda v: getattr(v, "name", v))
@@ -369,3 +370,27 @@ def test_every_aiter_call_binds_to_the_checkouts_signature(fake_aiter, monkeypat
     assert {name for name, *_ in made} == set(UPSTREAM)
     for name, args, kwargs in made:
         upstream_signature(os.environ["FLYBENCH_AITER_SRC"], UPSTREAM[name], name).bind(*args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+@pytest.mark.parametrize("case", tiny("moe_stage"), ids=lambda c: c.name)
+def test_ck_moe_stage_is_one_ck_stage_over_routing_sorted_outside_the_call(fake_aiter, case, dtype):
+    from flybench.measure.correctness import check
+
+    workload = WORKLOADS["moe_stage"]
+    inputs = workload.make_inputs(case, dtype, "cpu")
+    runner = get_provider("ck").build(case, dtype, inputs, GFX942)
+    for _ in range(2):  # stage 2 accumulates: its output must be zeroed by every call
+        verdict = check(runner(), workload.reference(case, inputs), dtype)
+        assert verdict.passed, verdict.reason
+    kernel = "ck_moe_stage1" if case.shape["stage"] == 1 else "ck_moe_stage2_fwd"
+    assert calls == [f"moe_sorting/{BLOCK_M}", kernel, kernel]
+    assert get_provider("ck").implementation(case, dtype)["kernels"][-1].endswith(kernel)
+
+
+def test_ck_says_why_it_has_no_quantised_weight_moe(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: object())
+    ck = get_provider("ck")
+    assert "aiter.ops.flydsl.moe_kernels" in ck.unavailable_reason("moe_stage", "int4_bf16", GFX942)
+    assert "opus" in ck.unavailable_reason("moe_stage", "a8w4", GFX942)
+    assert ck.unavailable_reason("moe_stage", "fp8", GFX942) is None

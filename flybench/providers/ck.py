@@ -23,6 +23,12 @@ measures, so `ck` calls the CK paths directly (AITER at commit e404860):
   only (get_2stage_cfgs): that kernel is `aiter-asm`. block_m and the
   non-temporal-load flag come from AITER's own default heuristics
   (`get_block_size_M`, `use_nt` on `get_padded_M(tokens)`).
+- moe_stage (bf16, fp8): one of those two CK stages over routing sorted in
+  `build` (the case's input), its activation quantised there too; stage 1
+  writes rows in pair order, stage 2 sums into the sorted buffer's output,
+  zeroed each call. int4 weights: AITER's a16wi4 MoE runs FlyDSL's a16w-mix
+  port (`aiter.ops.flydsl.moe_kernels`), not a CK kernel; a8w4: AITER's are
+  the opus kernels, not CK's. ck says so for both.
 - gemm: fp8 `gemm_a8w8` with the per-tensor scales broadcast to [M, 1] and
   [N, 1]. bf16 GEMM ceilings come from rocblas/hipblaslt, copies from torch.
 
@@ -31,7 +37,7 @@ Not yet run on AMD hardware.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flybench.hardware import Device
 from flybench.providers import _aiter_moe, _paged_append, register
@@ -39,6 +45,9 @@ from flybench.providers._rocm import aiter_reason, paged_diffusion_runner
 from flybench.providers.base import Provider, Runner
 from flybench.providers.torch_ops import attention_scale
 from flybench.workloads.base import Case, Tensors
+
+if TYPE_CHECKING:
+    import torch
 
 
 class CK(Provider):
@@ -49,7 +58,7 @@ class CK(Provider):
     def __init__(self, name: str, time_append: bool) -> None:
         self.name, self.time_append = name, time_append
         self.workloads = frozenset({"diffusion_attention"} if time_append
-                                   else {"attention", "diffusion_attention", "moe", "gemm"})
+                                   else {"attention", "diffusion_attention", "moe", "moe_stage", "gemm"})
         self.description = ("CK batch prefill (AITER), draft block appended to the cache inside the timed call"
                             if time_append else "Composable Kernel through AITER: mha_fwd, batch prefill, "
                                                 "two-stage CK MoE, gemm_a8w8")
@@ -60,6 +69,11 @@ class CK(Provider):
             return reason
         if workload == "gemm" and dtype != "fp8":
             return "ck measures the GEMM ceiling in fp8 (gemm_a8w8); bf16 ceilings come from rocblas/hipblaslt"
+        if dtype == "int4_bf16":
+            return ("AITER has no CK MoE for int4 weights: its a16wi4 path (QuantType.per_1x32, i4x2 weights) runs "
+                    "FlyDSL's a16w-mix kernel (aiter.ops.flydsl.moe_kernels), which is the flydsl provider")
+        if dtype == "a8w4":
+            return "AITER's a8w4 MoE kernels are its opus ones (aiter/ops/opus), not CK's; they are not wired yet"
         return None
 
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
@@ -76,6 +90,8 @@ class CK(Provider):
             return paged_diffusion_runner(inputs, attend, self.time_append)
         if case.workload == "moe":
             return _two_stage_runner(case, inputs)
+        if case.workload == "moe_stage":
+            return _stage_runner(case, inputs)
         if case.shape["kind"] == "copy":
             raise NotImplementedError("ck measures the GEMM only; the copy ceiling comes from the torch provider")
         args = gemm_a8w8_args(inputs)
@@ -98,9 +114,12 @@ def _dispatched(case: Case, dtype: str) -> dict[str, Any]:
                 "unexposed": "the CK tile instance mha_fwd's C++ picks for the shape (use_asm_v3=false)"}
     if case.workload == "diffusion_attention":
         return {"kernels": ["aiter.mha_batch_prefill_func"]}
-    if case.workload == "moe":
+    if case.workload in ("moe", "moe_stage"):
         quant = "per_Token" if dtype == "fp8" else "No"
-        return {"kernels": ["aiter.fused_moe.moe_sorting", "aiter.fused_moe.ck_moe_stage1", "aiter.ck_moe_stage2_fwd"],
+        stages = ["aiter.fused_moe.ck_moe_stage1", "aiter.ck_moe_stage2_fwd"]
+        if case.workload == "moe_stage":
+            stages = [stages[case.shape["stage"] - 1]]
+        return {"kernels": ["aiter.fused_moe.moe_sorting", *stages],
                 "config": {**moe_stage_config(case), "quant_type": quant, "kernelName": ""},
                 "unexposed": _CK_MOE_HEURISTIC}
     from aiter.jit.core import AITER_CONFIGS
@@ -136,39 +155,95 @@ def batch_prefill_call(case: Case, inputs: Tensors, cache: _paged_append.Appende
     return args, kwargs
 
 
+class CkStages:
+    """What both CK stages need for one case: preshuffled weights (each stage takes both), the quantiser, AITER's
+    block_m and non-temporal-load flag, and the calls as fused_moe_2stages makes them for its CK default."""
+
+    def __init__(self, case: Case, inputs: Tensors) -> None:
+        import aiter
+        from aiter.ops.shuffle import shuffle_weight
+
+        self.case, self.top_k, self.inter = case, case.shape["top_k"], case.shape["inter"]
+        self.weights = _aiter_moe.moe_weights(inputs, shuffle_weight)
+        fp8 = self.weights["w1_scale"] is not None
+        self.quant_type = aiter.QuantType.per_Token if fp8 else aiter.QuantType.No
+        self.quantizer, self.q_dtype = _aiter_moe.quantizer(aiter, fp8), self.weights["w1"].dtype
+        self.stage = moe_stage_config(case)
+
+    def quantize(self, rows: "torch.Tensor", per_slot: bool) -> tuple:
+        """x [T, H] per token, or stage 1's rows [T, k, I] per (token, slot), as fused_moe_2stages quantises them."""
+        if per_slot:
+            return self.quantizer(rows, quant_dtype=self.q_dtype, num_rows=None, num_rows_factor=self.top_k)
+        return self.quantizer(rows, quant_dtype=self.q_dtype)
+
+    def first(self, s: _aiter_moe.Sorted, a1: "torch.Tensor", a1_scale, mid: "torch.Tensor") -> None:
+        import torch
+
+        import aiter
+        from aiter import fused_moe
+
+        w = self.weights
+        fused_moe.ck_moe_stage1(a1, w["w1"], w["w2"], s.ids, s.expert_ids, s.num_valid_ids, mid, self.top_k,
+                                a1_scale=a1_scale, w1_scale=w["w1_scale"], kernelName="", sorted_weights=None,
+                                quant_type=self.quant_type, activation=aiter.ActivationType.Silu, splitk=0,
+                                dtype=torch.bfloat16, **self.stage)
+
+    def second(self, s: _aiter_moe.Sorted, a2: "torch.Tensor", a2_scale) -> None:
+        import aiter
+
+        w, t = self.weights, self.case.shape["tokens"]
+        aiter.ck_moe_stage2_fwd(a2.view(t, self.top_k, self.inter), w["w1"], w["w2"], s.ids, s.expert_ids,
+                                s.num_valid_ids, s.out, self.top_k, kernelName="", w2_scale=w["w2_scale"],
+                                a2_scale=a2_scale, sorted_weights=s.weights, quant_type=self.quant_type,
+                                activation=aiter.ActivationType.Silu, **self.stage)
+
+
 def _two_stage_runner(case: Case, inputs: Tensors) -> Runner:
     """Routing, sorting, quantisation and the two CK stages, as fused_moe_2stages runs its CK default."""
     import torch
 
-    import aiter
     from aiter import fused_moe
-    from aiter.ops.shuffle import shuffle_weight
 
     p = case.shape
-    t, top_k, inter = p["tokens"], p["top_k"], p["inter"]
-    weights = _aiter_moe.moe_weights(inputs, shuffle_weight)
-    fp8 = weights["w1_scale"] is not None
-    quant_type = aiter.QuantType.per_Token if fp8 else aiter.QuantType.No
-    quantize, q_dtype = _aiter_moe.quantizer(aiter, fp8), weights["w1"].dtype
-    stage = moe_stage_config(case)
-    mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
-    silu = aiter.ActivationType.Silu
+    ck = CkStages(case, inputs)
+    mid = torch.empty((p["tokens"], p["top_k"], p["inter"]), dtype=torch.bfloat16, device=inputs["x"].device)
 
     def run() -> Tensors:
-        s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, stage["block_m"])
-        a1, a1_scale = quantize(inputs["x"], quant_dtype=q_dtype)
-        fused_moe.ck_moe_stage1(a1, weights["w1"], weights["w2"], s.ids, s.expert_ids, s.num_valid_ids, mid, top_k,
-                                a1_scale=a1_scale, w1_scale=weights["w1_scale"], kernelName="",
-                                sorted_weights=None, quant_type=quant_type, activation=silu, splitk=0,
-                                dtype=torch.bfloat16, **stage)
-        a2, a2_scale = quantize(mid, quant_dtype=q_dtype, num_rows=None, num_rows_factor=top_k)
-        aiter.ck_moe_stage2_fwd(a2.view(t, top_k, inter), weights["w1"], weights["w2"], s.ids, s.expert_ids,
-                                s.num_valid_ids, s.out, top_k, kernelName="", w2_scale=weights["w2_scale"],
-                                a2_scale=a2_scale, sorted_weights=s.weights, quant_type=quant_type,
-                                activation=silu, **stage)
+        s = _aiter_moe.route_and_sort(fused_moe, inputs, p["top_k"], ck.stage["block_m"])
+        ck.first(s, *ck.quantize(inputs["x"], per_slot=False), mid)
+        ck.second(s, *ck.quantize(mid, per_slot=True))
         return {"out": s.out}
 
     return run
+
+
+def _stage_runner(case: Case, inputs: Tensors) -> Runner:
+    """One CK stage over routing sorted and activations quantised here, outside the timed call."""
+    import torch
+
+    from aiter import fused_moe
+
+    p = case.shape
+    t, top_k, inter = p["tokens"], p["top_k"], p["inter"]
+    ck = CkStages(case, inputs)
+    s = _aiter_moe.route_and_sort(fused_moe, inputs, top_k, ck.stage["block_m"])
+    if p["stage"] == 1:
+        a1, a1_scale = ck.quantize(inputs["x"], per_slot=False)
+        mid = torch.empty((t, top_k, inter), dtype=torch.bfloat16, device=inputs["x"].device)
+
+        def first() -> Tensors:
+            ck.first(s, a1, a1_scale, mid)
+            return {"out": mid.view(t * top_k, inter)}
+
+        return first
+    a2, a2_scale = ck.quantize(inputs["act"].view(t, top_k, inter), per_slot=True)
+
+    def second() -> Tensors:
+        s.out.zero_()
+        ck.second(s, a2, a2_scale)
+        return {"out": s.out}
+
+    return second
 
 
 def moe_stage_config(case: Case) -> dict[str, Any]:
