@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -21,6 +22,8 @@ from dashboard.frames import FLYBENCH, imported
 from flybench import envvars
 
 _ALTAIR_GLOBALS = threading.Lock()
+MISSING = "—"
+"""What a table cell with no value reads, instead of the "None" Streamlit's grid would write."""
 SVG_ROWS = 5000  # charts up to this many rows draw as SVG; bigger ones as canvas, which draws them faster
 FILL_COMMANDS = """\
 flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
@@ -54,11 +57,47 @@ def download(frame: pd.DataFrame, name: str) -> None:
 def table(frame: pd.DataFrame, name: str, columns: list[str] | None = None,
           column_config: dict[str, Any] | None = None) -> None:
     """A sortable table (of `columns`, if given) and a download of all its rows' columns."""
-    shown = frame[[c for c in columns if c in frame]] if columns else frame
-    text = shown.select_dtypes(include="object").columns  # a missing text is blank, never the word None
-    shown = shown.assign(**{c: shown[c].where(shown[c].notna(), "") for c in text})
-    st.dataframe(shown, hide_index=True, column_config=column_config, key=f"table-{name}")
+    shown, config = readable(frame[[c for c in columns if c in frame]] if columns else frame, column_config or {})
+    st.dataframe(shown, hide_index=True, column_config=config, key=f"table-{name}")
     download(frame, name)
+
+
+def readable(shown: pd.DataFrame, config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The table with no cell Streamlit would draw as "None": a missing text is blank; a number or date column
+    with a missing (or infinite) value becomes text, MISSING in those cells, its column's format kept in words.
+
+    Streamlit's grid writes "None" into every null cell and offers no other text for it.
+    """
+    shown, config = shown.copy(), dict(config)
+    for column in shown.columns:
+        values = shown[column]
+        if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
+            numbers = pd.to_numeric(values, errors="coerce").astype(float)
+            if np.isfinite(numbers).all():
+                continue
+            shown[column] = [_number_text(v, config.get(column)) for v in numbers]
+        elif pd.api.types.is_datetime64_any_dtype(values):
+            if values.notna().all():
+                continue
+            shown[column] = [f"{v:%Y-%m-%d %H:%M}" if pd.notna(v) else MISSING for v in values]
+        else:
+            if values.dtype == object or pd.api.types.is_string_dtype(values):
+                shown[column] = values.astype(object).where(values.notna(), "")
+            continue
+        label = config.get(column)
+        config[column] = (label.get("label") if isinstance(label, dict) else label) or column
+    return shown, config
+
+
+def _number_text(value: float, config: Any) -> str:
+    """A number as its column's format would show it (percent, or a printf format such as '%.3f×'), else in
+    full; MISSING where there is none."""
+    if not np.isfinite(value):
+        return MISSING
+    form = config.get("type_config", {}).get("format") if isinstance(config, dict) else None
+    if form == "percent":
+        return f"{value:.1%}"
+    return form % value if isinstance(form, str) and form.startswith("%") else str(value)
 
 
 def chart(figure: alt.TopLevelMixin, frame: pd.DataFrame, name: str, columns: list[str] | None = None,

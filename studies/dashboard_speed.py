@@ -3,7 +3,8 @@
     python -m studies.dashboard_speed [--db /tmp/load.duckdb] [--commits 1000] [--machines 10] [--page History]
 
 Builds (unless it exists) a database of 10 machines x 1,000 commits x 100
-series = 1,000,000 result rows, starts the dashboard on it (`streamlit run`,
+series = 1,000,000 result rows, stores its regressions as `flybench ingest`
+does (a no-op when they are current), starts the dashboard on it (`streamlit run`,
 as `flybench dashboard` does) and drives headless Chromium through every
 page: the first render once the server is up (the page's queries run for the
 first time), then a widget change on the page (its rerun, served from the
@@ -26,6 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from flybench.regress import stored
 from flybench.store import connect, heads
 
 SUBJECT = "synthetic-load-test"
@@ -36,8 +38,19 @@ CASES = [f"case{i}" for i in range(5)]
 PROVIDERS = ("flydsl", "ck")
 PAGES = {"Overview": "overview", "History": "history", "Compare": "compare", "Regressions": "regressions",
          "Kernel resources": "resources", "Roofline": "roofline"}
-WIDGETS = {"History": "Logarithmic value axis", "Compare": "two machines"}
-"""The widget each page's change clicks (a toggle or a radio option); the others pick a Machine in the sidebar."""
+WIDGETS = {"History": ("Logarithmic value axis",), "Compare": ("two machines", "two commits")}
+"""What each page's changes click in turn (a toggle, or a radio's options alternately, so every click changes the
+value); the other pages pick one more Machine in the sidebar."""
+_WATCH = """() => {
+    const app = document.querySelector('[data-testid=stApp]');
+    window.__flybenchRerun?.disconnect();
+    window.__flybenchRan = false;
+    window.__flybenchRerun = new MutationObserver(() => {
+        if (app.getAttribute('data-test-script-state') === 'running') window.__flybenchRan = true;
+    });
+    window.__flybenchRerun.observe(app, {attributes: true});
+}"""
+"""Notes when Streamlit's script starts running again, so a change counts until that rerun is over however fast."""
 
 
 def build(db: Path, machines: int, commits: int, seed: int = 0) -> int:
@@ -112,7 +125,7 @@ def time_pages(db: Path, changes: int = 3, only: list[str] | None = None,
                 print(f"{title:18s} first render over {timeout_s:.0f} s", flush=True)
                 continue
             first = time.perf_counter() - start
-            runs = [r for r in (_change(page, title, timeout_s) for _ in range(changes)) if r is not None]
+            runs = [r for r in (_change(page, title, timeout_s, i) for i in range(changes)) if r is not None]
             figures[title] = {"first": first, "change": statistics.median(runs) if runs else None,
                               "worst_change": max(runs, default=None)}
             print(f"{title:18s} first render {first:7.2f} s   widget change: "
@@ -121,11 +134,13 @@ def time_pages(db: Path, changes: int = 3, only: list[str] | None = None,
     return figures
 
 
-def _change(page: Any, title: str, timeout_s: float) -> float | None:
-    """Click the page's widget once; seconds until Streamlit's rerun is done and its charts are drawn again."""
+def _change(page: Any, title: str, timeout_s: float, index: int = 0) -> float | None:
+    """Make the page's `index`-th change; seconds until Streamlit's rerun is done and its charts are drawn again."""
+    page.evaluate(_WATCH)
     start = time.perf_counter()
     if title in WIDGETS:
-        page.get_by_text(WIDGETS[title], exact=True).first.click()
+        labels = WIDGETS[title]
+        page.get_by_text(labels[index % len(labels)], exact=True).first.click()
     else:
         machine = page.locator("[data-testid=stSidebar] [data-testid=stMultiSelect]").filter(has_text="Machine")
         if not machine.count():  # a page with nothing to filter (no resources in this database)
@@ -134,12 +149,7 @@ def _change(page: Any, title: str, timeout_s: float) -> float | None:
         page.keyboard.press("ArrowDown")
         page.keyboard.press("Enter")  # adds the highlighted machine: a new filter, so a rerun
         page.keyboard.press("Escape")
-    try:  # the rerun starts within a moment of the click; a fast one may already be over
-        page.wait_for_function("() => document.querySelector('[data-testid=stApp]')"
-                               ".getAttribute('data-test-script-state') === 'running'", timeout=2000)
-    except Exception:
-        pass
-    page.wait_for_function("() => document.querySelector('[data-testid=stApp]')"
+    page.wait_for_function("() => window.__flybenchRan && document.querySelector('[data-testid=stApp]')"
                            ".getAttribute('data-test-script-state') !== 'running'", timeout=timeout_s * 1000)
     embeds = page.locator(".vega-embed")
     for index in range(embeds.count()):
@@ -161,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         rows = build(args.db, args.machines, args.commits)
         print(f"built {args.db}: {rows:,} result rows in {time.perf_counter() - start:.1f} s", flush=True)
+    start = time.perf_counter()  # what `flybench ingest` ends with: the steps stored for the pages to read
+    print(f"{stored.summary(stored.refresh(args.db))} ({time.perf_counter() - start:.1f} s)", flush=True)
     figures = time_pages(args.db, args.changes, args.page, args.timeout)
     if args.json:
         args.json.write_text(json.dumps({"db": str(args.db), "pages": figures}, indent=2))

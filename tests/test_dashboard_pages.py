@@ -24,11 +24,11 @@ from streamlit.testing.v1 import AppTest
 from test_dashboard_db import FAILED_REASON, SECOND, DashboardDB, ci_store, dash_db  # noqa: F401  (fixtures)
 from test_import_flydsl_ci import records as flydsl_ci_records
 
-from dashboard import frames
+from dashboard import frames, ui
 from flybench.benchmark_names import benchmark_name
 from flybench.regress import RegressConfig
 from flybench.regress.report import value_text
-from flybench.store import connect
+from flybench.store import connect, ingest
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
@@ -57,8 +57,23 @@ def texts(at: AppTest, kind: str) -> list[str]:
 
 
 def frame(at: AppTest, containing: str) -> pd.DataFrame:
-    """The first table on the page with this column."""
-    return next(df.value for df in at.dataframe if containing in df.value.columns)
+    """The first table on the page with this column, numbers that the page had to show as text read back."""
+    return numbers(next(df.value for df in at.dataframe if containing in df.value.columns))
+
+
+def numbers(table: pd.DataFrame) -> pd.DataFrame:
+    """A column of numbers shown as text because some had no value (ui.MISSING) as numbers again, NaN there."""
+    out = table.copy()
+    for column in out.columns:
+        values = out[column]
+        if (values.dtype == object or pd.api.types.is_string_dtype(values)) and (values == ui.MISSING).any() \
+                and values.map(lambda v: isinstance(v, str)).all():
+            try:
+                out[column] = [math.nan if v == ui.MISSING else float(v[:-1]) / 100 if v.endswith("%") else float(v)
+                               for v in values]
+            except ValueError:
+                pass  # a text column that happens to hold the mark
+    return out
 
 
 def charts(at: AppTest) -> int:
@@ -147,8 +162,8 @@ def newest_ci_value(arch: str, pull_requests: bool) -> float:
 
 def ci_table(at: AppTest) -> pd.DataFrame:
     """The imported section's table (not the rows behind its chart, which also name the workload)."""
-    return next(df.value for df in at.dataframe
-                if "ratio" in df.value.columns and "workload" not in df.value.columns).set_index("label")
+    return numbers(next(df.value for df in at.dataframe
+                        if "ratio" in df.value.columns and "workload" not in df.value.columns)).set_index("label")
 
 
 def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: Path) -> None:
@@ -164,7 +179,7 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     case = table.loc[CI_LABEL]
     assert (case["unit"], case["gfx942"], case["gfx950"]) == (  # one spelling of the unit on every page
         "TFLOP/s", f"{value_text(gfx942, 'TFLOP/s')} †", f"{value_text(gfx950, 'TFLOP/s')} †")
-    assert case["ratio"] == pytest.approx(gfx950 / gfx942) and case["ratio"] > 1  # TFLOP/s: gfx950 / gfx942
+    assert case["ratio"] == f"{gfx950 / gfx942:.3f}×" and gfx950 > gfx942  # TFLOP/s: gfx950 / gfx942, as shown
     link = parse_qs(urlsplit(case["history"]).query)  # the row links to its case's History
     assert urlsplit(case["history"]).path == "history" and link["benchmark"] == ["attention.FlydslCI.track_tflops"]
     history = open_page(ci_db, "history", **{k: v[0] for k, v in link.items()})
@@ -186,7 +201,7 @@ def test_overview_imported_runs_filter_switches_to_pull_requests(ci_db: Path) ->
     case = ci_table(at).loc[CI_LABEL]
     assert (case["gfx942"], case["gfx950"]) == (f"{value_text(gfx942, 'TFLOP/s')} †",
                                                 f"{value_text(gfx950, 'TFLOP/s')} †")
-    assert case["ratio"] == pytest.approx(gfx950 / gfx942)
+    assert case["ratio"] == f"{gfx950 / gfx942:.3f}×"
     assert any("(pull-request runs)" in c for c in texts(at, "caption"))
     only_toy = open_page(ci_db, subject=PROJECT, runs="pull requests")  # a subject without imports
     assert "Imported from FlyDSL CI (not measured by flybench)" not in texts(only_toy, "header")
@@ -226,7 +241,9 @@ def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB
     commits = db.project.commits
     assert what == f"FlyDSL: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.50ms (+50.0%), confidence 100%"
     (step,) = steps.itertuples()
-    assert step.message == "change 3" and step.panel == f"gfx950 · {MACHINE}"
+    assert step.message == "change 3" and step.author == "t" and step.panel == f"gfx950 · {MACHINE}"
+    assert parse_qs(urlsplit(step.alert).query) == {"subject": [PROJECT], "machine": [MACHINE],
+                                                    "series": ["attention.Quick.track_time(c1, flydsl, bf16)"]}
     assert step.bisect == (f"flybench bisect 'attention.Quick.track_time(c1, flydsl, bf16)' "
                            f"{commits[2][:8]} {commits[3][:8]}")
     assert any("✕ on the bottom edge" in c for c in texts(at, "caption"))
@@ -312,6 +329,7 @@ def test_kernel_resources_across_commits(db: DashboardDB) -> None:
     changes = frame(at, "worse")
     assert list(changes["base_text"]) == ["238 registers"] and list(changes["worse"]) == [True]
     assert list(changes["delta"]) == ["+18"] and list(changes["metric"]) == ["VGPRs"]
+    assert list(changes["history"]) == [""]  # the compile_metrics table's rows are no benchmark's series
     assert charts(at) == 1
 
 
@@ -322,11 +340,13 @@ def test_roofline_uses_the_measured_ceilings(db: DashboardDB) -> None:
     roofs, points = frame(at, "basis").set_index("ceiling"), frame(at, "intensity")
     gemm = points[points["label"].str.startswith("gemm · ")]
     assert roofs.loc["bf16 matrix", "basis"].startswith("measured: gemm")
-    assert roofs.loc["bf16 matrix", "tflops"] == pytest.approx(gemm["tflops"].max())
+    assert roofs.loc["bf16 matrix", "tflops"] == pytest.approx(gemm["tflops"].max(), abs=0.05)  # shown as %.1f
     assert roofs.loc["memory copy", "gbps"] > 1000 and roofs.loc["memory copy", "basis"] == "measured: gemm copy-1GiB (cublas)"
     assert roofs.loc["fp8 matrix", "basis"].startswith("vendor")
     assert list(points["intensity"]) == pytest.approx(list(1000 * points["tflops"] / points["gbps"]))
     assert charts(at) == 1
+    cases = frame(at, "history")
+    assert cases["history"].str.startswith("history?").all() and len(cases) == len(points)
     toy = frame(open_page(db.path, "roofline", subject=PROJECT), "intensity")  # 1e11 FLOP over 5e8 bytes
     assert len(toy) > 0 and list(toy["intensity"]) == pytest.approx([200.0] * len(toy))
 
@@ -446,3 +466,50 @@ def test_history_benchmark_picker_reads_as_labels_and_the_url_keeps_the_id(db: D
     chosen = at.selectbox(key="benchmark").value
     assert chosen != "attention.Quick.track_time" and "." in chosen  # the value is still the id
     assert at.query_params["benchmark"] in (chosen, [chosen])  # and the link keeps the id, not the label
+
+
+VIEWS = [(None, {}), ("history", {}), ("compare", {}), ("compare", {"mode": "two machines"}), ("regressions", {}),
+         ("regressions", {"all_changes": "true"}), ("resources", {}), ("roofline", {})]
+
+
+def unreadable_cells(at: AppTest) -> list[str]:
+    """Cells of the page's tables that Streamlit's grid would draw as "None" (a null) or that read None or nan."""
+    found = []
+    for table in at.dataframe:
+        shown = table.value
+        for column in shown.columns:
+            values = shown[column]
+            for row in values.index[values.isna()]:
+                found.append(f"{column}[{row}] is null (drawn as None)")
+            for row, value in values.items():
+                if isinstance(value, str) and value.strip().lower() in ("none", "nan", "none †", "nan †"):
+                    found.append(f"{column}[{row}] reads {value!r}")
+    return found
+
+
+@pytest.mark.parametrize(("page", "query"), VIEWS)
+def test_no_table_shows_none(db: DashboardDB, page: str | None, query: dict[str, str]) -> None:
+    at = open_page(db.path, page, **query)
+    assert at.dataframe and not unreadable_cells(at), unreadable_cells(at)[:10]
+
+
+@pytest.mark.parametrize(("page", "query"), VIEWS)
+def test_no_table_of_imported_data_shows_none(ci_db: Path, page: str | None, query: dict[str, str]) -> None:
+    at = open_page(ci_db, page, **query)
+    assert at.dataframe and not unreadable_cells(at), unreadable_cells(at)[:10]
+
+
+def test_kernel_resources_link_each_change_to_its_series_history(db: DashboardDB, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = Path(__file__).resolve().parents[1] / "results" / "flydsl"
+    if not (compiled / "cpu-compile").is_dir():
+        pytest.skip("the committed compile-only history (results/flydsl) is not in this checkout")
+    copy = Path(shutil.copy(db.path, tmp_path / "compiled.duckdb"))
+    assert ingest(compiled, copy).ok
+    monkeypatch.setenv("FLYBENCH_DB", str(copy))
+    at = open_page(copy, "resources", kernel="flash_attn_generic:causal_m128")
+    changes = frame(at, "history")
+    assert len(changes) and changes["history"].str.startswith("history?").all()
+    link = parse_qs(urlsplit(changes["history"].iloc[0]).query)
+    history = open_page(copy, "history", **{k: v[0] for k, v in link.items()})
+    assert "flash_attn_generic:causal_m128" in texts(history, "header")[0] and charts(history) == 1

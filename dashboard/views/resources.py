@@ -20,7 +20,7 @@ from flybench.regress import load_config
 COLUMNS = ["kernel_name", "arch", "metric_label", "value", "unit", "short", "commit_date", "message", "status", "why",
            "origin", "subject", "machine"]
 CHANGE_COLUMNS = ["arch", "metric", "commits", "base_text", "head_text", "delta", "change", "first_bad_date",
-                  "message", "worse", "machine"]
+                  "message", "author", "worse", "history", "machine"]
 
 
 def main() -> None:
@@ -84,11 +84,21 @@ def changes(shown: pd.DataFrame) -> None:
     about = shown.drop_duplicates("commit_hash").set_index("commit_hash")
     found["first_bad_date"] = found["first_bad"].map(about["commit_date"])
     found["message"] = found["first_bad"].map(about["message"]).fillna("")
+    found["author"] = found["first_bad"].map(about["author"]).fillna("")
+    series = shown.drop_duplicates(["arch", "metric_label"]).set_index(["arch", "metric_label"])
+    found["history"] = [history_link(series.loc[key]) for key in zip(found["arch"], found["metric"])]
     st.subheader("Every change (exact)")
     ui.table(found, "resources-changes", CHANGE_COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last..first changed",
-        "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm")})
+        "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
+        "history": st.column_config.LinkColumn("history", display_text="open")})
+
+
+def history_link(row: pd.Series) -> str:
+    """The series' History page, where it is a benchmark's (the compile_metrics table's rows have none)."""
+    return "" if row["origin"] == "compile_metrics" else ui.history_link(row["subject"], row["origin"],
+                                                                          frames.case_text(row["params"]))
 
 
 def durations(facets: pd.DataFrame, kernel: str) -> None:

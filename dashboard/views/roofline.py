@@ -15,11 +15,12 @@ import streamlit as st
 from dashboard import charts, data, filters, frames, ui
 
 POINT_COLUMNS = ["machine", "label", "provider", "tflops", "gbps", "intensity", "of_roof", "roof_basis", "shown",
-                 "commit_hash", "provenance"]
+                 "history", "commit_hash", "provenance"]
 NUMBERS = {"tflops": st.column_config.NumberColumn("TFLOP/s", format="%.1f"),
            "gbps": st.column_config.NumberColumn("GB/s", format="%.0f"),
            "intensity": st.column_config.NumberColumn("FLOP/byte", format="%.1f"),
-           "of_roof": st.column_config.NumberColumn("of the roof drawn", format="percent")}
+           "of_roof": st.column_config.NumberColumn("of the roof drawn", format="percent"),
+           "history": st.column_config.LinkColumn("history", display_text="open")}
 
 
 def main() -> None:
@@ -39,9 +40,13 @@ def main() -> None:
         lines = pd.concat([frames.roof_lines(g, low, high).assign(machine=m) for m, g in roofs.groupby("machine")],
                           ignore_index=True) if not roofs.empty else pd.DataFrame()
         points = frames.against_roofs(points, roofs)
+        points["history"] = [ui.history_link(s, b, frames.case_text(p)) for s, b, p in
+                             zip(points["subject"], points["benchmark"], points["params"])]
         st.caption("Roofs of each panel: " + "; ".join(f"{m}: {b}" for m, b in
                                                        points.groupby("machine")["roof_basis"].first().items()))
         ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)
+        st.subheader("Cases on the chart")
+        ui.table(points, "roofline-cases", POINT_COLUMNS, column_config=NUMBERS)
         st.subheader("Ceilings (the dashed roofs)")
         ui.table(roofs, "roofs", ["machine", "ceiling", "tflops", "gbps", "basis"], column_config=NUMBERS)
     else:

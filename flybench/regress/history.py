@@ -17,6 +17,7 @@ returns on an infinite one.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import statistics
@@ -131,7 +132,14 @@ def series_noise(points: Sequence[Point], thresholds: Thresholds) -> float:
     For series of one value per run there is no other estimate of the spread:
     the larger of the robust spread around the fitted levels and the robust
     run-to-run spread, floored at half a unit of the last printed digit.
+    Remembered per series and thresholds: comparing any two commits of a
+    machine asks again about the same histories, and each costs a fit.
     """
+    return _series_noise_of(tuple(points), thresholds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _series_noise_of(points: tuple[Point, ...], thresholds: Thresholds) -> float:
     points = _finite(points)
     bad = [_badness(p.value, thresholds) for p in points]
     measured = [p.value for p, b in zip(points, bad) if b is not None]
