@@ -20,7 +20,7 @@ from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
 MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
-MAX_POINTS = 150
+MAX_POINTS = 100
 """Values drawn per line: a longer series is thinned in the query (each commit range's lowest and highest value,
 its newest values, failures and detected steps kept), since a browser drawing 20 lines of 1,000 commits is what
 made a widget change slow, and 720 pixels show no more."""
