@@ -168,6 +168,19 @@ def fake_gemm_a8w8(xq, wq, x_scale, w_scale, bias, dtype):
     return ((xq.float() * x_scale) @ (wq.float() * w_scale).T).to(dtype)
 
 
+def fake_2stage_cfgs(token, model_dim, inter_dim, expert, topk, dtype, q_dtype_a, q_dtype_w, q_type, use_g1u1,
+                     activation, doweight_stage1, hidden_pad, intermediate_pad, is_shuffled=True, gate_mode=0,
+                     is_ep=False, has_stage2_bias=False, opus_weights_shuffled=None, config_file=None):
+    """AITER's untuned default as docs/rocm.md reads it: fp8 per-token SiLU gate+up above 16 tokens is one stage."""
+    import functools
+
+    assert use_g1u1 is True and activation == "silu" and (hidden_pad, intermediate_pad) == (0, 0) and is_shuffled
+    if q_type == "per_Token" and token > 16:
+        return types.SimpleNamespace(stage1=fake_fmoe_g1u1, stage2=None, block_m=32, run_1stage=True)
+    stage = functools.partial(fake_ck_moe_stage1, kernelName="")
+    return types.SimpleNamespace(stage1=stage, stage2=stage, block_m=BLOCK_M, run_1stage=False)
+
+
 TUNED = {}
 """The emulated tuned-GEMM table: (M, N, K, weight dtype, file) -> row."""
 
@@ -186,7 +199,8 @@ def fake_aiter(monkeypatch):
     fused_moe = types.SimpleNamespace(
         fused_topk=lambda x, logits, k, renormalize: route(logits, k), moe_sorting=fake_moe_sorting,
         get_padded_M=lambda m: m, get_block_size_M=lambda token, topk, expert, inter: BLOCK_M,
-        use_nt=lambda token, topk, e: False, ck_moe_stage1=fake_ck_moe_stage1, fused_moe=forbidden)
+        use_nt=lambda token, topk, e: False, ck_moe_stage1=fake_ck_moe_stage1, fused_moe=forbidden,
+        get_2stage_cfgs=fake_2stage_cfgs)
     aiter = types.SimpleNamespace(
         mha_fwd=fake_mha_fwd, fmha_v3_fwd=fake_fmha_v3_fwd, flash_attn_func=forbidden,
         mha_batch_prefill_func=fake_batch_prefill_func, gemm_a8w8=fake_gemm_a8w8,
@@ -322,6 +336,7 @@ UPSTREAM = {
     "gemm_a8w8": "aiter/ops/gemm_op_a8w8.py", "get_GEMM_config_with_quant_type": "aiter/ops/gemm_op_a8w8.py",
     "ck_moe_stage1": "aiter/fused_moe.py", "moe_sorting": "aiter/fused_moe.py", "fused_topk": "aiter/fused_moe.py",
     "get_block_size_M": "aiter/fused_moe.py", "use_nt": "aiter/fused_moe.py", "get_padded_M": "aiter/fused_moe.py",
+    "get_2stage_cfgs": "aiter/fused_moe.py",
     "ck_moe_stage2_fwd": "aiter/ops/moe_op.py", "fmoe_g1u1": "aiter/ops/moe_op.py",
     "shuffle_weight": "aiter/ops/shuffle.py", "get_hip_quant": "aiter/ops/quant.py",
 }
@@ -394,3 +409,17 @@ def test_ck_says_why_it_has_no_quantised_weight_moe(monkeypatch):
     assert "aiter.ops.flydsl.moe_kernels" in ck.unavailable_reason("moe_stage", "int4_bf16", GFX942)
     assert "opus" in ck.unavailable_reason("moe_stage", "a8w4", GFX942)
     assert ck.unavailable_reason("moe_stage", "fp8", GFX942) is None
+
+
+def test_moe_records_say_what_aiters_own_fused_moe_would_have_run(fake_aiter, aiter_version):
+    """ck runs the CK stages where AITER's fused_moe would take its assembly kernel: the record shows both."""
+    moe = tiny("moe")
+    big = next(c for c in moe if c.shape["tokens"] > 16 and c.shape["inter"] % 32 == 0)
+    small = next(c for c in moe if c.shape["tokens"] <= 16)
+    ran = get_provider("ck").implementation(big, "fp8")
+    assert ran["kernels"][1:] == ["aiter.fused_moe.ck_moe_stage1", "aiter.ck_moe_stage2_fwd"]
+    assert ran["aiter_fused_moe_would_run"] == {"run_1stage": True, "block_m": 32, "stage1": "fake_fmoe_g1u1",
+                                                "stage2": None}
+    assert get_provider("ck").implementation(small, "fp8")["aiter_fused_moe_would_run"]["stage1"] == (
+        "fake_ck_moe_stage1(kernelName='')")
+    assert get_provider("aiter-asm").implementation(big, "fp8")["aiter_fused_moe_would_run"]["run_1stage"] is True

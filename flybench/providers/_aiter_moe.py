@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from flybench.workloads.base import Tensors
+from flybench.workloads.base import Case, Tensors
 
 if TYPE_CHECKING:
     import torch
@@ -61,3 +61,33 @@ def route_and_sort(fused_moe: ModuleType, inputs: Tensors, top_k: int, block_m: 
 def quantizer(aiter: ModuleType, fp8: bool) -> Callable:
     """`get_hip_quant(QuantType.per_Token)` for fp8 ((q, scale [..., 1]) per row), the pass-through for bf16."""
     return aiter.get_hip_quant(aiter.QuantType.per_Token if fp8 else aiter.QuantType.No)
+
+
+def fused_moe_choice(case: Case, dtype: str) -> dict[str, Any]:
+    """What `aiter.fused_moe` itself would run for this case: its tuned lookup `get_2stage_cfgs`, called with the
+    arguments fused_moe passes it for these weights (padded token count, SiLU gate+up, per-token fp8 or none,
+    shuffled, no padding). ck and aiter-asm call their kernels directly; this says beside what they ran which
+    kernel AITER's own entry point would have taken (its one-stage assembly kernel, or which two stages)."""
+    import torch
+
+    import aiter
+    from aiter import fused_moe
+    from aiter.utility import dtypes
+
+    p = case.shape
+    q_dtype = dtypes.fp8 if dtype == "fp8" else torch.bfloat16
+    quant = aiter.QuantType.per_Token if dtype == "fp8" else aiter.QuantType.No
+    chosen = fused_moe.get_2stage_cfgs(fused_moe.get_padded_M(p["tokens"]), p["hidden"], p["inter"], p["experts"],
+                                       p["top_k"], torch.bfloat16, q_dtype, q_dtype, quant, True,
+                                       aiter.ActivationType.Silu, False, 0, 0, True)
+    return {"run_1stage": bool(chosen.run_1stage), "block_m": int(chosen.block_m),
+            "stage1": _callable_name(chosen.stage1), "stage2": _callable_name(chosen.stage2)}
+
+
+def _callable_name(stage: Callable | None) -> str | None:
+    """A stage's function name, with the kernelName it was bound to where it was (functools.partial)."""
+    if stage is None:
+        return None
+    name = getattr(getattr(stage, "func", stage), "__name__", repr(stage))
+    kernel = getattr(stage, "keywords", {}).get("kernelName")
+    return f"{name}(kernelName={kernel!r})" if kernel is not None else name

@@ -72,7 +72,8 @@ class AiterAsm(Provider):
         else:
             ran = {"kernels": ["aiter.fused_moe.moe_sorting", "aiter.fmoe_g1u1"],
                    "config": {"block_m": ONE_STAGE_BLOCK_M, "quant_type": "per_Token", "kernelName": ""},
-                   "unexposed": "kernelName is empty: which assembly kernel fmoe_g1u1's C++ picks for the shape"}
+                   "unexposed": "kernelName is empty: which assembly kernel fmoe_g1u1's C++ picks for the shape",
+                   "aiter_fused_moe_would_run": _aiter_moe.fused_moe_choice(case, dtype)}
         return {**super().implementation(case, dtype), **ran}
 
 

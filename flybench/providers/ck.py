@@ -121,7 +121,7 @@ def _dispatched(case: Case, dtype: str) -> dict[str, Any]:
             stages = [stages[case.shape["stage"] - 1]]
         return {"kernels": ["aiter.fused_moe.moe_sorting", *stages],
                 "config": {**moe_stage_config(case), "quant_type": quant, "kernelName": ""},
-                "unexposed": _CK_MOE_HEURISTIC}
+                "unexposed": _CK_MOE_HEURISTIC, "aiter_fused_moe_would_run": _aiter_moe.fused_moe_choice(case, dtype)}
     from aiter.jit.core import AITER_CONFIGS
     from aiter.ops.gemm_op_a8w8 import get_GEMM_config_with_quant_type
     from aiter.utility import dtypes
