@@ -66,7 +66,7 @@ def quantizer(aiter: ModuleType, fp8: bool) -> Callable:
 def fused_moe_choice(case: Case, dtype: str) -> dict[str, Any]:
     """What `aiter.fused_moe` itself would run for this case: its tuned lookup `get_2stage_cfgs`, called with the
     arguments fused_moe passes it for these weights (padded token count, SiLU gate+up, per-token fp8 or none,
-    shuffled, no padding). ck and aiter-asm call their kernels directly; this says beside what they ran which
+    both weights shuffled, no padding, no expert mask or stage-2 bias). ck and aiter-asm call their kernels directly; this says beside what they ran which
     kernel AITER's own entry point would have taken (its one-stage assembly kernel, or which two stages)."""
     import torch
 
@@ -79,7 +79,7 @@ def fused_moe_choice(case: Case, dtype: str) -> dict[str, Any]:
     quant = aiter.QuantType.per_Token if dtype == "fp8" else aiter.QuantType.No
     chosen = fused_moe.get_2stage_cfgs(fused_moe.get_padded_M(p["tokens"]), p["hidden"], p["inter"], p["experts"],
                                        p["top_k"], torch.bfloat16, q_dtype, q_dtype, quant, True,
-                                       aiter.ActivationType.Silu, False, 0, 0, True)
+                                       aiter.ActivationType.Silu, False, 0, 0, True, opus_weights_shuffled=True)
     return {"run_1stage": bool(chosen.run_1stage), "block_m": int(chosen.block_m),
             "stage1": _callable_name(chosen.stage1), "stage2": _callable_name(chosen.stage2)}
 
