@@ -235,3 +235,12 @@ def test_comment_step_edits_the_marked_comment_else_creates_one(tmp_path, existi
         assert call.startswith("api --method PATCH repos/o/r/issues/comments/13 -F body=@comment.md")
     else:
         assert call.startswith("api --method POST repos/o/r/issues/7/comments -F body=@comment.md")
+
+
+def test_the_counter_pass_is_opt_in_on_a_manual_nightly():
+    nightly = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())
+    counters = nightly[True]["workflow_dispatch"]["inputs"]["counters"]  # YAML reads the key `on` as True
+    assert counters["type"] == "boolean" and counters["default"] is False
+    runs = {s["if"]: s["run"] for s in nightly["jobs"]["gpu"]["steps"] if "flybench run" in s.get("run", "")}
+    assert set(runs) == {"${{ !inputs.counters }}", "${{ inputs.counters }}"}  # exactly one of the two runs
+    assert "--counters" in runs["${{ inputs.counters }}"] and "--counters" not in runs["${{ !inputs.counters }}"]
