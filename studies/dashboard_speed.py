@@ -45,10 +45,12 @@ _WATCH = """() => {
     const app = document.querySelector('[data-testid=stApp]');
     window.__flybenchRerun?.disconnect();
     window.__flybenchRan = false;
-    window.__flybenchRerun = new MutationObserver(() => {
-        if (app.getAttribute('data-test-script-state') === 'running') window.__flybenchRan = true;
+    window.__flybenchRerun = new MutationObserver(records => {  // a fast rerun may be over before this runs
+        if (records.some(r => r.oldValue === 'running')
+            || app.getAttribute('data-test-script-state') === 'running') window.__flybenchRan = true;
     });
-    window.__flybenchRerun.observe(app, {attributes: true});
+    window.__flybenchRerun.observe(app, {attributes: true, attributeOldValue: true,
+                                         attributeFilter: ['data-test-script-state']});
 }"""
 """Notes when Streamlit's script starts running again, so a change counts until that rerun is over however fast."""
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -46,3 +48,15 @@ def test_every_registered_provider_has_a_display_label() -> None:
     assert not missing, f"providers without a label in dashboard/names.py: {missing}"
     assert provider_label("torch") == "torch (SDPA / grouped GEMM)" and provider_label("cublas") == "cuBLAS loop"
     assert provider_label("someone-elses") == "someone-elses"
+
+
+def test_no_view_prints_a_string_meant_for_developers() -> None:
+    """Streamlit writes every bare expression of a page script onto the page: a string after the docstring
+    (an attribute docstring, say) would be printed above the title."""
+    import ast
+
+    views = Path(__file__).resolve().parents[1] / "dashboard" / "views"
+    for script in sorted(views.glob("*.py")):
+        body = ast.parse(script.read_text()).body[1:]  # the module docstring is not printed
+        printed = [node.lineno for node in body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)]
+        assert not printed, f"{script.name}: bare strings on lines {printed} would show on the page"

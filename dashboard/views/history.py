@@ -20,10 +20,10 @@ from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
 MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
+# Values drawn per line: a longer series is thinned in the query (each commit range's lowest and highest value,
+# its newest values, failures and detected steps kept), since a browser drawing 20 lines of 1,000 commits is what
+# made a widget change slow, and 720 pixels show no more.
 MAX_POINTS = 100
-"""Values drawn per line: a longer series is thinned in the query (each commit range's lowest and highest value,
-its newest values, failures and detected steps kept), since a browser drawing 20 lines of 1,000 commits is what
-made a widget change slow, and 720 pixels show no more."""
 COLUMNS = ["panel", "series", "provider", "short", "commit_date", "run", "message", "author", "status", "value",
            "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
 STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "author", "what",
