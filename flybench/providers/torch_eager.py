@@ -11,8 +11,17 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_sdpa,
-                                         moe_expert_loop, moe_stage_runner, moe_grouped_gemm, sdpa_bshd)
+from flybench.providers.torch_ops import (
+    attention_scale,
+    diffusion_sdpa,
+    fp8_grouped_gemm_available,
+    gemm_runner,
+    mla_decode_sdpa,
+    moe_expert_loop,
+    moe_grouped_gemm,
+    moe_stage_runner,
+    sdpa_bshd,
+)
 from flybench.workloads.base import Case, Tensors
 
 
@@ -52,6 +61,14 @@ class TorchEager(Provider):
             compute = moe_grouped_gemm if dtype == "bf16" else moe_expert_loop
             return lambda: compute(case, inputs)
         return gemm_runner(case, inputs)
+
+    def implementation(self, case: Case, dtype: str) -> dict:
+        info = super().implementation(case, dtype)
+        if case.workload == "moe_stage":
+            per_expert = dtype == "fp8" and not fp8_grouped_gemm_available()
+            info["kernels"] = ["torch._scaled_mm per expert" if per_expert else
+                               "torch._scaled_grouped_mm" if dtype == "fp8" else "torch._grouped_mm"]
+        return info
 
 
 register(TorchEager())

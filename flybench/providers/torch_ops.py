@@ -91,22 +91,27 @@ def diffusion_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
 
 
 def mla_decode_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
-    """A call that gathers each sequence's cached tokens and runs SDPA over them, 128 heads on one KV head.
+    """A call that gathers each sequence's cached tokens and runs SDPA over them, its 128 heads as the queries
+    of one head.
 
-    The keys are the whole 576-wide latent and rotary token, the values its
-    first 512 (a view, not a copy); SDPA takes the different value width.
+    Every head attends to the same single KV head with no mask, so the heads
+    fold into the query axis: one [128, C] score matrix per sequence, as
+    MLA decode kernels compute it. Asking SDPA for 128 query heads on one KV
+    head instead (enable_gqa) has its fallback repeat the cache per head: 128
+    times the bytes (72 GiB at B32 C8192). The keys are the whole 576-wide
+    latent and rotary token, the values its first 512 (a view, not a copy).
     """
     import torch.nn.functional as F
 
     p = case.shape
     b, c = p["batch"], p["context"]
     indices = inputs["kv_indices"].long()
-    q = inputs["q"].unsqueeze(2)  # [B, H, 1, 576]
+    q = inputs["q"].unsqueeze(1)  # [B, 1, H, 576]: one head, H query positions
 
     def call() -> Tensors:
         keys = inputs["kv_cache"][indices].view(b, 1, c, -1)  # [B, 1, C, 576]
-        out = F.scaled_dot_product_attention(q, keys, keys[..., :p["kv_lora"]], scale=p["scale"], enable_gqa=True)
-        return {"out": out.squeeze(2)}
+        out = F.scaled_dot_product_attention(q, keys, keys[..., :p["kv_lora"]], scale=p["scale"])
+        return {"out": out.squeeze(1)}
 
     return call
 
@@ -132,6 +137,26 @@ def linear(x, weight, weight_scale=None) -> "torch.Tensor":  # noqa: F821
     xq, x_scale = quantize_per_token(x)
     return torch._scaled_mm(xq, weight.T, scale_a=x_scale, scale_b=weight_scale.float()[None, :],
                             out_dtype=torch.bfloat16)
+
+
+def fp8_grouped_gemm_available() -> bool:
+    """Whether torch has a grouped fp8 GEMM here: torch._scaled_grouped_mm, which runs on NVIDIA sm_90 and newer."""
+    import torch
+
+    return (hasattr(torch, "_scaled_grouped_mm") and torch.cuda.is_available() and not torch.version.hip
+            and torch.cuda.get_device_capability() >= (9, 0))
+
+
+def grouped_linear(x, weight, offsets, weight_scale=None) -> "torch.Tensor":  # noqa: F821
+    """Expert-sorted rows of x times each expert's weight.T, one grouped GEMM: bf16 through torch._grouped_mm;
+    fp8 through torch._scaled_grouped_mm with per-token activation and per-channel weight scales (as `linear`)."""
+    import torch
+
+    if weight_scale is None:
+        return torch._grouped_mm(x, weight.transpose(1, 2), offs=offsets)
+    xq, x_scale = quantize_per_token(x)
+    return torch._scaled_grouped_mm(xq, weight.transpose(1, 2), x_scale.reshape(-1), weight_scale.float(),
+                                    offs=offsets, out_dtype=torch.bfloat16)
 
 
 def swiglu(gate_up: "torch.Tensor", dtype: "torch.dtype") -> "torch.Tensor":  # noqa: F821
@@ -198,10 +223,12 @@ def moe_grouped_gemm(case: Case, inputs: Tensors) -> Tensors:
 def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     """A call of one MoE stage over routing sorted here, outside the timed call (as FlyDSL's stage tests do).
 
-    bf16: one grouped GEMM over the expert-sorted pairs (torch._grouped_mm);
-    fp8: one torch._scaled_mm per expert that got pairs, activations quantised
-    per token in the call (the per-expert counts are known here, so the call
-    never waits on the host). Stage 1 writes the activation, in pair order, as "out".
+    One grouped GEMM over the expert-sorted pairs (`grouped_linear`): bf16
+    always, fp8 where torch has a grouped fp8 GEMM (NVIDIA sm_90+); elsewhere
+    fp8 is one torch._scaled_mm per expert that got pairs (the per-expert
+    counts are known here, so the call never waits on the host). fp8
+    activations are quantised per token in the call. Stage 1 writes the
+    activation, in pair order, as "out".
     """
     import torch
 
@@ -216,7 +243,7 @@ def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     offsets = counts.cumsum(0).to(torch.int32)
     token_of, weight_of = order // k, weights.reshape(-1)[order, None]
     x = inputs["x"]
-    grouped = "w13_scale" not in inputs
+    grouped = "w13_scale" not in inputs or fp8_grouped_gemm_available()
     spans = [(e, start, start + n) for e, (start, n) in enumerate(zip((offsets - counts).tolist(), counts.tolist()))
              if n]
 
@@ -225,8 +252,8 @@ def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
 
         def first() -> Tensors:
             if grouped:
-                act.index_copy_(0, order, swiglu(torch._grouped_mm(x[token_of], inputs["w13"].transpose(1, 2),
-                                                                   offs=offsets), x.dtype))
+                gate_up = grouped_linear(x[token_of], inputs["w13"], offsets, inputs.get("w13_scale"))
+                act.index_copy_(0, order, swiglu(gate_up, x.dtype))
             else:
                 for e, a, b in spans:
                     act.index_copy_(0, order[a:b], swiglu(linear(x[token_of[a:b]], inputs["w13"][e],
@@ -241,7 +268,7 @@ def moe_stage_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     def second() -> Tensors:
         out.zero_()
         if grouped:
-            down = torch._grouped_mm(act_in[order], inputs["w2"].transpose(1, 2), offs=offsets)
+            down = grouped_linear(act_in[order], inputs["w2"], offsets, inputs.get("w2_scale"))
             out.index_add_(0, token_of, down.float() * weight_of)
         else:
             for e, a, b in spans:
