@@ -18,7 +18,7 @@ def test_command_passes_the_database_and_streamlit_options(tmp_path: Path) -> No
     args = build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb"), "--port", "8600",
                                       "--", "--theme.base", "dark"])
     cmd, env = verb.command(args)
-    assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"] and cmd[4] == str(verb.APP)
+    assert cmd[:3] == [sys.executable, str(verb.SERVE), "run"] and cmd[3] == str(verb.APP)
     assert cmd[cmd.index("--server.port") + 1] == "8600" and cmd[-2:] == ["--theme.base", "dark"]
     assert env["FLYBENCH_DB"] == str((tmp_path / "x.duckdb").resolve())
     assert env["FLYBENCH_ASV_CONFIG"].endswith("asv.conf.json")

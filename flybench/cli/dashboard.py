@@ -19,6 +19,7 @@ from flybench.errors import FlybenchError
 from flybench.store import DEFAULT_DB
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
+SERVE = APP.with_name("serve.py")  # `streamlit run`, with the pages' modules imported before the server starts
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -46,7 +47,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         print(f"flybench dashboard: no database at {args.db} yet; the app will say how to fill it "
               "(flybench run, then flybench ingest)", file=sys.stderr)
     extra = [a for a in args.streamlit_args if a != "--"]
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(args.port),
+    cmd = [sys.executable, str(SERVE), "run", str(APP), "--server.port", str(args.port),
            "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
            *extra]
     env = {**os.environ, envvars.DB: str(args.db.resolve()), envvars.ASV_CONFIG: str(args.config.resolve())}

@@ -26,6 +26,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 APP = REPO / "dashboard" / "app.py"
+SERVE = REPO / "dashboard" / "serve.py"  # as `flybench dashboard` starts it: the pages' modules imported first
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGES = {"overview": "", "history": "history", "compare": "compare", "regressions": "regressions",
@@ -55,12 +56,13 @@ def free_port() -> int:
 
 @contextmanager
 def serve(db: Path, asv_config: Path | None = None, timeout: float = 60.0) -> Iterator[str]:
-    """`streamlit run dashboard/app.py` on 127.0.0.1 and a free port; yields its URL, stops it afterwards."""
+    """The app on 127.0.0.1 and a free port, started as `flybench dashboard` starts it; yields its URL, stops it
+    afterwards."""
     port = free_port()
     env = {**os.environ, "FLYBENCH_DB": str(db)}
     if asv_config is not None:
         env["FLYBENCH_ASV_CONFIG"] = str(asv_config)
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port),
+    cmd = [sys.executable, str(SERVE), "run", str(APP), "--server.port", str(port),
            "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
            "--server.fileWatcherType", "none"]
     process = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
