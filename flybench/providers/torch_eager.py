@@ -11,17 +11,9 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import (
-    attention_scale,
-    diffusion_sdpa,
-    fp8_grouped_gemm_available,
-    gemm_runner,
-    mla_decode_sdpa,
-    moe_expert_loop,
-    moe_grouped_gemm,
-    moe_stage_runner,
-    sdpa_bshd,
-)
+from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_sdpa,
+                                         moe_expert_loop, moe_grouped_gemm, moe_stage_path, moe_stage_runner,
+                                         sdpa_bshd)
 from flybench.workloads.base import Case, Tensors
 
 
@@ -65,8 +57,7 @@ class TorchEager(Provider):
     def implementation(self, case: Case, dtype: str) -> dict:
         info = super().implementation(case, dtype)
         if case.workload == "moe_stage":
-            per_expert = dtype == "fp8" and not fp8_grouped_gemm_available()
-            info["kernels"] = ["torch._scaled_mm per expert" if per_expert else
+            info["kernels"] = ["torch._scaled_mm per expert" if moe_stage_path(case, dtype) == "per-expert" else
                                "torch._scaled_grouped_mm" if dtype == "fp8" else "torch._grouped_mm"]
         return info
 
