@@ -47,3 +47,13 @@ def test_a_missing_folder_is_created(project: AsvProject, tmp_path: Path) -> Non
     report = tmp_path / "reports" / "nightly" / "regressions.json"
     assert main(["regressions", "--db", str(db), "--format", "json", "--output", str(report)]) == 1  # the planted step
     assert json.loads(report.read_text())
+
+
+def test_list_keeps_its_columns_aligned_for_long_dtype_names(capsys, monkeypatch):
+    from flybench.cli import main
+
+    monkeypatch.setenv("FLYBENCH_DEVICE", "cpu")
+    assert main(["list", "-w", "moe_stage"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("moe_stage ")]
+    starts = {line.index("runs here") if "runs here" in line else line.index("unavailable:") for line in rows}
+    assert len(rows) > 8 and len(starts) == 1  # int4_bf16 and bf16 rows put their state in one column

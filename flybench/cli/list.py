@@ -24,7 +24,9 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name}: {workload.description}")
         for case in workload.cases(args.shape_set):
             print(f"  {case.name:48s} {case.model}")
-    for choice in choices(hardware.detect(), names):
+    found = choices(hardware.detect(), names)
+    widths = [max(len(getattr(c, field)) for c in found) for field in ("workload", "provider", "dtype")]
+    for choice in found:
         state = "runs here" if choice.reason is None else f"unavailable: {choice.reason}"
-        print(f"{choice.workload:20s} {choice.provider:10s} {choice.dtype:5s} {state}")
+        print(f"{choice.workload:{widths[0]}s} {choice.provider:{widths[1]}s} {choice.dtype:{widths[2]}s} {state}")
     return 0
