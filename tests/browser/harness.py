@@ -32,6 +32,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 PAGES = {"overview": "", "history": "history", "compare": "compare", "regressions": "regressions",
          "resources": "resources", "roofline": "roofline"}
 """Page name -> URL path (st.navigation derives it from the view's file name; the default page is '/')."""
+TITLES = {"overview": "Overview", "history": "History", "compare": "Compare", "regressions": "Regressions",
+          "resources": "Kernel resources", "roofline": "Roofline"}
+"""Page name -> the title its script writes first: a load is the page's own once that title shows."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,8 @@ def browser(executable: str) -> Iterator[Any]:
 def load(page: Any, url: str, name: str, query: str = "", charts: int = 1, timeout_ms: int = 60_000) -> Loaded:
     """Open one page and wait until its script finished and at least `charts` charts are drawn."""
     page.goto(f"{url}/{PAGES[name]}{query}", wait_until="domcontentloaded")
-    page.wait_for_selector("[data-testid=stMainBlockContainer] h1", timeout=timeout_ms)
+    # the page's own title: a run of another page (the default one, as a URL is resolved) does not count
+    page.locator("[data-testid=stMainBlockContainer] h1", has_text=TITLES[name]).first.wait_for(timeout=timeout_ms)
     page.wait_for_function(  # the app says when its script has ended; the status widget may lag behind
         "() => document.querySelector('[data-testid=stApp]').getAttribute('data-test-script-state') === 'notRunning'"
         " && !document.querySelector('[data-testid=stStatusWidget]')", timeout=timeout_ms)
@@ -151,7 +155,9 @@ def drawn(page: Any) -> list[Drawn]:
 def runs_rule(page: Any) -> str | None:
     """The imported-runs choice the sidebar shows as selected, None where the page shows no such control."""
     radios = page.locator("[data-testid=stSidebar] [data-testid=stRadio]").filter(has_text="Imported runs")
-    if not radios.count():
+    try:  # the sidebar can be drawn a moment after the main block
+        radios.first.wait_for(timeout=3000)
+    except Exception:
         return None
     return radios.first.locator("label:has(input:checked)").inner_text().strip()
 
