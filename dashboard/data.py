@@ -39,6 +39,8 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "shared_cases": queries.shared_cases,
     "commit_titles": queries.commit_titles,
     "resources": queries.resource_history,
+    "case_counters": queries.case_counter_history,
+    "case_kernels": queries.case_kernels,
     "history_steps": history_steps,
     "regressions": stored.regressions,
     "compare": compare,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, commits, data, filters, frames, ui
+from dashboard import charts, commits, counters, data, filters, frames, ui
 from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
@@ -70,6 +70,8 @@ def main() -> None:
         st.header(" · ".join(p for p in (op_name(rows), case, str(subject)) if p), divider="gray")
         st.caption(f"Benchmark `{series_name(benchmark, [case] if case else [])}`; one panel per machine.")
         subject_history(str(subject), benchmark, rows, steps, log)
+        counters.section(data.load, benchmark, sorted(chosen["params"].unique()), sorted(chosen["machine"].unique()),
+                         str(subject), steps)
 
 
 def op_name(rows: pd.DataFrame) -> str:
