@@ -77,3 +77,18 @@ def test_the_pair_lined_up_first_is_the_newest_step_both_sides_profiled():
     assert counters._pair(["a", "b", "c"], steps) == ("a", "b")  # d was never profiled
     assert counters._pair(["a", "b", "c"], steps.iloc[:0]) == ("b", "c")
     assert counters._pair(["a"], steps.iloc[:0]) == ("a", "a")
+
+
+def test_the_history_page_shows_the_counters_beside_the_timing(db, monkeypatch):
+    from test_dashboard_pages import charts, open_page, texts
+
+    monkeypatch.setenv("FLYBENCH_DB", str(db))
+    monkeypatch.setenv("FLYBENCH_VALIDATE_CHARTS", "1")
+    at = open_page(db, "history", subject="flybench", benchmark=BENCHMARK, params=f"{CASE}, bf16")
+    assert at.selectbox(key="params").value == f"{CASE}, bf16"
+    assert "Hardware counters" in texts(at, "subheader")
+    assert charts(at) == 2  # the timing panels and the counters' small multiples
+    why = next(t.value for t in at.dataframe if "figure" in t.value.columns and "change" in t.value.columns)
+    ratio = why[why["figure"] == "DRAM / minimum"].set_index("provider")["base"]
+    assert ratio.to_dict() == {"Triton (flybench)": "1.33x", "torch (SDPA / grouped GEMM)": "4.54x"}
+    assert any("never a timing sample" in c for c in texts(at, "caption"))
