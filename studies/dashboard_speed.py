@@ -149,6 +149,7 @@ def _change(page: Any, title: str, timeout_s: float, index: int = 0) -> float | 
         if not machine.count():  # a page with nothing to filter (no resources in this database)
             return None
         machine.first.locator("input").click()
+        page.locator("[role=listbox]").first.wait_for(timeout=5000)  # the options are open
         page.keyboard.press("ArrowDown")
         page.keyboard.press("Enter")  # adds the highlighted machine: a new filter, so a rerun
         page.keyboard.press("Escape")
