@@ -41,6 +41,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "resources": queries.resource_history,
     "case_counters": queries.case_counter_history,
     "case_kernels": queries.case_kernels,
+    "case_rates": queries.case_rates,
     "history_steps": history_steps,
     "regressions": stored.regressions,
     "compare": compare,

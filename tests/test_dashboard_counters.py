@@ -14,6 +14,8 @@ from dashboard import counters
 from dashboard.ui import vega_spec
 from flybench.store import ingest, queries
 
+from test_dashboard_db import ci_store, dash_db  # noqa: F401  (fixtures)
+
 RESULTS = Path(__file__).parents[1] / "results" / "flybench"
 BENCHMARK = "diffusion_attention.Quick.track_time"
 CASE = "llama3-8b-b8-ctx4k-d32-p64-bidir"
@@ -92,3 +94,24 @@ def test_the_history_page_shows_the_counters_beside_the_timing(db, monkeypatch):
     ratio = why[why["figure"] == "DRAM / minimum"].set_index("provider")["base"]
     assert ratio.to_dict() == {"Triton (flybench)": "1.33x", "torch (SDPA / grouped GEMM)": "4.54x"}
     assert any("never a timing sample" in c for c in texts(at, "caption"))
+
+
+def test_a_case_shows_its_measured_and_imported_rates_side_by_side(ci_store, monkeypatch):  # noqa: F811
+    from test_dashboard_pages import charts, open_page, texts
+
+    from dashboard import elsewhere
+
+    rows = elsewhere.rate_frame(queries.case_rates(ci_store, "moe_stage", "t64-d6144x1024-e128k8-s1", "fp8"))
+    assert set(rows["provenance"]) == {"flybench", "flydsl-ci"}
+    assert {p for p in rows["panel"] if p.endswith("†")} == {"gfx942 · linux-flydsl-mi325-1 †",
+                                                              "gfx950 · linux-flydsl-mi355-1 †"}
+    assert any(p.startswith("sm_90 · dev-h200") and not p.endswith("†") for p in rows["panel"])
+    spec = vega_spec(elsewhere.chart(rows))
+    assert spec["resolve"]["scale"]["x"] == "independent"  # each system along its own repository's commits
+    monkeypatch.setenv("FLYBENCH_DB", str(ci_store))
+    for benchmark, case in (("moe_stage.Quick.track_time", "t64-d6144x1024-e128k8-s1, fp8"),
+                            ("moe_stage.FlydslCI.track_tflops", "t64-d6144x1024-e128k8-s1, moe_gemm1, fp8")):
+        at = open_page(ci_store, "history", subject="flybench" if "Quick" in benchmark else "flydsl",
+                       benchmark=benchmark, params=case, runs="all")
+        assert "This case, measured and imported" in texts(at, "subheader"), benchmark
+        assert charts(at) >= 2

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, commits, counters, data, filters, frames, ui
+from dashboard import charts, commits, counters, data, elsewhere, filters, frames, ui
 from flybench.benchmark_names import series_name
 from flybench.regress import load_config
 
@@ -72,6 +72,10 @@ def main() -> None:
         subject_history(str(subject), benchmark, rows, steps, log)
         counters.section(data.load, benchmark, sorted(chosen["params"].unique()), sorted(chosen["machine"].unique()),
                          str(subject), steps)
+    if not cases.empty and case:
+        chosen = frames.params_dict(cases[cases["case_text"] == case]["params"].iloc[0])
+        if "case" in chosen and "dtype" in chosen:
+            elsewhere.section(data.load, benchmark.split(".")[0], str(chosen["case"]), str(chosen["dtype"]), rule)
 
 
 def op_name(rows: pd.DataFrame) -> str:

@@ -206,6 +206,23 @@ def case_counter_history(db_path: str | Path, benchmark: str, params: list[str],
                   [benchmark, params, machines, machines, subject, subject])
 
 
+def case_rates(db_path: str | Path, workload: str, case: str, dtype: str) -> pd.DataFrame:
+    """Every TFLOP/s stored for one case and dtype of a workload, whoever measured it and whichever commit of
+    whichever subject: flybench's rows (the rate derived from their time) and imported ones (the source's own
+    TFLOP/s). What lets a page set measured and imported values of one case side by side."""
+    return _query(db_path, """
+        SELECT * FROM (
+            SELECT r.subject, r.machine, m.arch, r.commit_hash, c.date AS commit_date, r.source, r.run_context,
+                   r.pr, r.benchmark, r.params->>'provider' AS provider,
+                   coalesce(r.tflops, CASE WHEN r.unit IN ('TFLOPS', 'TFLOP/s') THEN r.value END) AS tflops
+            FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+            LEFT JOIN machines m ON m.name = r.machine
+            WHERE starts_with(r.benchmark, ? || '.') AND r.params->>'case' = ? AND r.params->>'dtype' = ?
+              AND r.status = 'ok')
+        WHERE tflops IS NOT NULL
+        ORDER BY machine, provider, commit_date NULLS LAST""", [workload, case, dtype])
+
+
 def case_kernels(db_path: str | Path, benchmark: str, params: str, machine: str, commits: list[str]) -> pd.DataFrame:
     """The counter pass's record of one series at these commits: tool, version, status and each kernel's counters."""
     return _query(db_path, """

@@ -1,0 +1,63 @@
+"""History: the chosen case as every system measured it, imported and measured side by side, in TFLOP/s.
+
+flybench's case suites time a case (seconds); FlyDSL's CI reports its own
+TFLOP/s of the same op, shape and dtype, which the importer lands on the
+same case name. The one quantity both have is TFLOP/s (flybench's derived
+from its time and the case's FLOP count), so this section draws that: a
+small multiple per machine, named by architecture, imported panels marked
+with †. Each system's commits are its own repository's, so every panel has
+its own commit axis.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, filters, frames, ui
+from dashboard.names import provider_label
+
+FIELDS = ["panel", "provider", "commit_date", "short", "tflops", "provenance", "subject", "run", "benchmark"]
+
+
+def rate_frame(rows: pd.DataFrame) -> pd.DataFrame:
+    """queries.case_rates rows as drawn: machine panels by architecture, provider labels, provenance marks."""
+    rows = frames.provenance(rows)
+    run = [f"PR #{int(p)}" if pd.notna(p) else (c if isinstance(c, str) else "flybench run")
+           for p, c in zip(rows["pr"], rows["run_context"])]
+    return rows.assign(panel=frames.panel_labels(rows), provider=rows["provider"].map(provider_label),
+                       short=rows["commit_hash"].str[:8], run=run).reset_index(drop=True)
+
+
+def chart(frame: pd.DataFrame) -> alt.FacetChart:
+    """TFLOP/s across each machine's own commits, a line per provider, imported points their own shape."""
+    base = alt.Chart().encode(
+        x=alt.X("commit_date:T", title="commit date (each system's own repository)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("tflops:Q", title="TFLOP/s", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
+        color=alt.Color("provider:N", scale=charts.CATEGORIES, legend=alt.Legend(orient="right", labelLimit=320)),
+        tooltip=[alt.Tooltip("provider:N"), alt.Tooltip("panel:N", title="machine"),
+                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("subject:N", title="repository"),
+                 alt.Tooltip("run:N"), alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4~g"),
+                 alt.Tooltip("provenance:N", title="measured by")])
+    layers = alt.layer(base.mark_line(opacity=0.5),
+                       base.mark_point(filled=True, size=40).encode(shape=alt.Shape("provenance:N", title="measured by")),
+                       data=frame[FIELDS]).properties(width=charts.PANEL_WIDTH, height=150)
+    return layers.facet(row=alt.Row("panel:N", title=None, header=alt.Header(
+        labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13, labelFontWeight="bold"))
+    ).resolve_scale(x="independent", y="independent")
+
+
+def section(load, workload: str, case: str, dtype: str, rule: set[str] | None) -> None:
+    """The case's TFLOP/s from every source, when more than one system measured it; `load` is data.load."""
+    rows = filters.in_runs(load("case_rates", workload=workload, case=case, dtype=dtype), rule)
+    if rows.empty:
+        return
+    frame = rate_frame(rows)
+    if frame["provenance"].nunique() < 2:
+        return
+    st.subheader("This case, measured and imported")
+    st.caption(f"`{case}`, {dtype}: flybench's TFLOP/s (from its time and the case's FLOP count) beside the "
+               "TFLOP/s other systems report for the same op, shape and dtype († imported, never measured here). "
+               "Each panel runs along its own repository's commits.")
+    ui.chart(chart(frame), frame, f"elsewhere-{workload}-{case}-{dtype}", FIELDS, stretch=False)
