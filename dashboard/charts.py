@@ -60,6 +60,15 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: 
     ).resolve_scale(x="independent", y="independent")
 
 
+def date_scale(dates: pd.Series) -> alt.Scale:
+    """A commit-date axis with room for the newest point on its right edge; a lone date gets a day either side
+    instead of a zero-width axis."""
+    dates = dates.dropna()
+    if dates.nunique() == 1:
+        return alt.Scale(domain=[(dates.min() + pd.Timedelta(days=d)).isoformat() for d in (-1, 1)])
+    return alt.Scale(padding=14)
+
+
 def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
             log: bool = False) -> alt.FacetChart:
     """One case across commits, a small multiple per machine (`panel`), a line per provider (`series`).
@@ -74,11 +83,7 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
     rows = rows[[c for c in HISTORY_FIELDS if c in rows]]  # only what is drawn travels to the browser
     data = pd.concat([rows.assign(layer=rows["status"].where(rows["status"] == "failed", "point")),
                       bands.assign(layer="band"), steps.assign(layer="step")], ignore_index=True)
-    dates = rows["commit_date"].dropna()
-    scale = alt.Scale(padding=14)  # room for the newest point, which sits on the right edge
-    if dates.nunique() == 1:  # one commit: give the lone date some room instead of a zero-width axis
-        scale = alt.Scale(domain=[(dates.min() + pd.Timedelta(days=d)).isoformat() for d in (-1, 1)])
-    x = alt.X("commit_date:T", title="commit date", scale=scale, axis=alt.Axis(labelAngle=0))
+    x = alt.X("commit_date:T", title="commit date", scale=date_scale(rows["commit_date"]), axis=alt.Axis(labelAngle=0))
     color = alt.Color("series:N", title="provider", scale=CATEGORIES,
                       legend=alt.Legend(orient="right", labelLimit=320, symbolOpacity=1))
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)

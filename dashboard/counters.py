@@ -42,7 +42,8 @@ def chart(frame: pd.DataFrame) -> alt.FacetChart:
     """A small multiple per figure (own y scale), a line per provider and machine, across commit dates."""
     order = [DERIVED[n].label for n in SHOWN]
     base = alt.Chart().encode(
-        x=alt.X("commit_date:T", title="commit date", axis=alt.Axis(labelAngle=0)),
+        x=alt.X("commit_date:T", title="commit date", scale=charts.date_scale(frame["commit_date"]),
+                axis=alt.Axis(labelAngle=0)),
         y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
         color=alt.Color("provider:N", scale=charts.CATEGORIES, legend=alt.Legend(orient="right", labelLimit=320)),
         detail="machine:N",

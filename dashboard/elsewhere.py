@@ -31,7 +31,8 @@ def rate_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def chart(frame: pd.DataFrame) -> alt.FacetChart:
-    """TFLOP/s across each machine's own commits, a line per provider, imported points their own shape."""
+    """TFLOP/s across each machine's own commits, a line per provider and run (main, each pull request),
+    imported points their own shape."""
     base = alt.Chart().encode(
         x=alt.X("commit_date:T", title="commit date (each system's own repository)", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("tflops:Q", title="TFLOP/s", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
@@ -40,7 +41,7 @@ def chart(frame: pd.DataFrame) -> alt.FacetChart:
                  alt.Tooltip("short:N", title="commit"), alt.Tooltip("subject:N", title="repository"),
                  alt.Tooltip("run:N"), alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4~g"),
                  alt.Tooltip("provenance:N", title="measured by")])
-    layers = alt.layer(base.mark_line(opacity=0.5),
+    layers = alt.layer(base.mark_line(opacity=0.5).encode(detail="run:N"),  # a pull request is not main's line
                        base.mark_point(filled=True, size=40).encode(shape=alt.Shape("provenance:N", title="measured by")),
                        data=frame[FIELDS]).properties(width=charts.PANEL_WIDTH, height=150)
     return layers.facet(row=alt.Row("panel:N", title=None, header=alt.Header(
