@@ -111,7 +111,10 @@ hides latency, and the VGPR, AGPR and LDS budgets set occupancy; SGPRs, code siz
 
 
 def resource_metric(benchmark: str, params: dict[str, Any], env_name: str) -> str:
-    """The metric a deterministic change is of: `vgpr_count` (compile_metrics table), `vgprs` (a result)."""
+    """The metric a deterministic change is of: `vgpr_count` (compile_metrics table), `vgprs` (a result), or a
+    watched hardware counter (`counter`, flybench.regress.counters)."""
+    if "counter" in params:
+        return str(params["counter"])
     return str(params.get("metric", "")) if not env_name else benchmark.rsplit(".", 1)[-1].removeprefix("track_")
 
 

@@ -25,6 +25,7 @@ from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
 from flybench.regress import stored
+from flybench.regress.counters import counter_changes
 from flybench.regress.compare import compare
 from flybench.store import DEFAULT_DB, queries
 
@@ -44,6 +45,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "case_rates": queries.case_rates,
     "history_steps": history_steps,
     "regressions": stored.regressions,
+    "counter_changes": counter_changes,
     "compare": compare,
 }
 """Everything a page may ask for, by name, so one cached function serves them all."""

@@ -20,6 +20,7 @@ from dashboard.names import provider_label
 from flybench.benchmark_names import is_own, series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
+from flybench.counters import DERIVED
 from flybench.regress.report import METRIC_LABELS, value_text
 
 FLYBENCH = "flybench"
@@ -386,15 +387,18 @@ def roof_lines(roofs: pd.DataFrame, low: float, high: float) -> pd.DataFrame:
 
 
 def metric_label(metric: str) -> str:
-    """'VGPRs' for vgpr_count: the report's names, else the metric with spaces."""
-    return METRIC_LABELS.get(metric, metric.replace("_", " "))
+    """'VGPRs' for vgpr_count: the report's names; a counter figure's label ('DRAM read'); a profiler's own
+    counter name verbatim (smsp__inst_executed.sum); else the metric with spaces."""
+    if metric in DERIVED:
+        return DERIVED[metric].label
+    return METRIC_LABELS.get(metric, metric if "__" in metric else metric.replace("_", " "))
 
 
 def kernel_name(kernel: Any, params: Any) -> str:
     """A compile-only kernel as engineers name it: its `kernel` parameter (else `kernel`, the compile_metrics
     table's name), the parameters other than kernel, arch and metric following in brackets."""
     given = params_dict(params)
-    rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch", "metric"))
+    rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch", "metric", "counter"))
     return str(given.get("kernel", kernel)) + (f" ({rest})" if rest else "")
 
 

@@ -36,7 +36,7 @@ def main() -> None:
     facets, rule = data.facets()
     allowed = filters.scope(facets, ("subject", "arch", "machine", "workload"))
     # stored by the last ingest; a flybench.toml edit (part of the key) is answered afresh until the next one
-    found = data.load("regressions", config=load_config())
+    found = data.load("regressions", config=load_config()) + data.load("counter_changes")
     rows = filters.within(analysis.regression_rows(found), allowed, ("subject", "machine", "workload"))
     source = facets.groupby("machine")["provenance"].first()
     rows = rows.assign(provenance=rows["machine"].map(source).fillna(frames.FLYBENCH))
@@ -96,14 +96,18 @@ def resource_changes(rows: pd.DataFrame) -> None:
         metric_label=shown["metric"].map(frames.metric_label),
         arch=[p.get("arch", "") for p in shown["params"]],
         delta=[f"{a:+,g}" for a in shown["absolute"]])
-    shown["resources"] = shown["kernel"].map(ui.resources_link)
+    counted = ["counter" in p for p in shown["params"]]  # a hardware counter: its case's History, not a kernel's
+    shown["resources"] = [ui.history_link(subj, b, frames.case_text({k: v for k, v in p.items() if k != "counter"}))
+                          if c else ui.resources_link(k) for c, subj, b, p, k in
+                          zip(counted, shown["subject"], shown["benchmark"], shown["params"], shown["kernel"])]
     st.caption(f"{int(shown['worse'].sum())} worse, ranked by how directly they cost speed: spills and scratch, "
                "then occupancy, then the VGPR, AGPR and LDS budgets that set it, then the rest; a metric leaving "
                "0 (the first spill) before any percentage.")
     ui.table(shown, "resource-changes", RESOURCE_COLUMNS, column_config={
         "metric_label": "metric", "base_text": "before", "head_text": "after",
         "change": st.column_config.NumberColumn("change", format="percent"), "commits": "last..first changed",
-        "resources": st.column_config.LinkColumn("kernel resources", display_text="open")})
+        "resources": st.column_config.LinkColumn("details", display_text="open",
+                                                 help="a kernel's resources; a hardware counter's case History")})
 
 
 main()
