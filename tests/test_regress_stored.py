@@ -1,4 +1,5 @@
-"""Stored regressions: `flybench ingest` keeps step detection's answer, and reading it gives find_regressions'."""
+"""Stored regressions: `flybench ingest` keeps step detection's answer, and reading it gives find_regressions';
+the same scan keeps each series' history noise, and `compare` reading it gives the answer it computes."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build
 
 from flybench.cli import main
-from flybench.regress import RegressConfig, accepted, find_regressions, stored
+from flybench.regress import RegressConfig, accepted, find_regressions, noise, stored
+from flybench.regress.compare import Comparison, compare
 from flybench.store import connect
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,3 +109,43 @@ def test_the_committed_results_read_back_in_find_regressions_order(tmp_path: Pat
     found = find_regressions(db)
     assert {r.kind for r in found} == {"step", "change"}  # timings and compile-only resources both
     assert stored.regressions(db) == found
+
+
+def pair(db: Path, project: AsvProject) -> Comparison:
+    """The planted step's commit against the one before it, on the machine whose history has the noise."""
+    return compare(db, MACHINE, project.commits[STEP_AT - 1], project.commits[STEP_AT])
+
+
+def test_compare_reads_the_stored_noise_and_answers_as_computing_it_does(
+        db: Path, project: AsvProject, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patch:  # the store is current: no history is read, no series is fitted
+        patch.setattr(noise, "histories", lambda *_: pytest.fail("read the history the store holds the noise of"))
+        read = pair(db, project)
+    assert {c.noise_source for c in read.cases} == {"history"} and "regression" in {c.verdict for c in read.cases}
+    with connect(db) as conn:
+        conn.execute("DELETE FROM regression_scans")  # nothing stored: computed from the history
+    computed = pair(db, project)
+    assert read.cases == computed.cases
+    assert [(c.noise, c.detectable, c.verdict) for c in read.cases] == [
+        (c.noise, c.detectable, c.verdict) for c in computed.cases]
+
+
+def test_compare_computes_the_noise_where_the_rows_changed_after_the_scan(db: Path, project: AsvProject) -> None:
+    with connect(db) as conn:  # a stored noise no computation gives, to see which one compare answers with
+        conn.execute("UPDATE series_noise SET noise = noise * 100")
+    planted = pair(db, project)
+    assert planted.cases != pair_computed(db, project).cases
+    with connect(db) as conn:  # a write that did not rescan: the stored noise is stale
+        conn.execute("UPDATE results SET value = value * 1.01 WHERE commit_hash = ?", [project.commits[0]])
+    stale = pair(db, project)
+    assert stale.cases == pair_computed(db, project).cases != planted.cases
+    assert stored.refresh(db) == [(PROJECT, MACHINE)] and pair(db, project).cases == stale.cases
+
+
+def pair_computed(db: Path, project: AsvProject) -> Comparison:
+    """`pair` with nothing stored, on a copy of the store."""
+    copy = db.with_name("computed.duckdb")
+    copy.write_bytes(db.read_bytes())
+    with connect(copy) as conn:
+        conn.execute("DELETE FROM regression_scans")
+    return pair(copy, project)

@@ -11,8 +11,10 @@ contracts differ are refused, naming the field.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,9 +22,8 @@ from typing import Any
 import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from flybench.regress import noise
+from flybench.regress import noise, stored
 from flybench.regress.config import RegressConfig, Thresholds, load_config
-from flybench.regress.history import Point
 from flybench.store import queries
 
 VERDICTS = ("regression", "broken", "improvement", "fixed", "incomparable", "skipped", "unchanged")
@@ -119,7 +120,7 @@ def compare(
     sides: dict[str, dict[tuple[str, str, str], dict[str, Any]]] = {base_hash: {}, head_hash: {}}
     for r in queries.records(rows):
         sides[r["commit_hash"]][(r["env_name"], r["benchmark"], r["params"])] = r
-    history = _history(db_path, machine, subject)
+    history_noise = _history_noise(db_path, machine, subject, cfg)
     for key in sorted(sides[base_hash].keys() | sides[head_hash].keys()):
         env, benchmark, params_text = key
         b, h = sides[base_hash].get(key), sides[head_hash].get(key)
@@ -127,8 +128,7 @@ def compare(
         unit = (b or h)["unit"]
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
         if not thresholds.deterministic:
-            case_noise = noise.from_rounds(_rounds(b), _rounds(h)) or \
-                noise.from_history(history.get(key, []), thresholds)
+            case_noise = noise.from_rounds(_rounds(b), _rounds(h)) or history_noise(key, unit, thresholds)
             result.cases.append(judge(benchmark, params, env, unit, b, h, thresholds, cfg, case_noise))
         elif b is not None and h is not None and _measured(b) and _measured(h) and b["value"] != h["value"]:
             name = f"{benchmark}({', '.join(map(str, params.values()))})"
@@ -204,13 +204,18 @@ def _params_key(params: dict[str, Any]) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def _history(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:
-    """Every series' values over the machine's stored history, oldest commit first (its noise, where long enough)."""
-    series: dict[tuple[str, str, str], list[Point]] = {}
-    for r in queries.records(queries.series_values(db_path, machine, subject)):
-        value = r["value"] if r["status"] == "ok" else None
-        series.setdefault((r["env_name"], r["benchmark"], r["params"]), []).append(Point(r["commit_hash"], value))
-    return series
+def _history_noise(db_path: str | Path, machine: str, subject: str | None,
+                   cfg: RegressConfig) -> Callable[[tuple[str, str, str], str | None, Thresholds], noise.Noise | None]:
+    """Each case's noise over its history on the machine: the last scan's where the store is current (a read),
+    else computed from the history, as `noise.from_history` does (a fit per case; the history read once)."""
+    known = stored.history_noise(db_path, machine, subject, cfg)
+    history = functools.cache(lambda: noise.histories(db_path, machine, subject))
+
+    def of(key: tuple[str, str, str], unit: str | None, thresholds: Thresholds) -> noise.Noise | None:
+        if (*key, unit) in known:
+            return known[(*key, unit)]
+        return noise.from_history(history().get(key, []), thresholds)
+    return of
 
 
 def judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,

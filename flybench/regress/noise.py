@@ -25,9 +25,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from flybench.regress.config import Thresholds
 from flybench.regress.history import MAD_TO_SIGMA, Point, series_noise
+from flybench.store import queries
 
 MIN_ROUNDS = 2
 """Rounds per side below which they say nothing about run-to-run noise."""
@@ -55,10 +57,31 @@ def from_rounds(base: Sequence[float] | None, head: Sequence[float] | None) -> N
 
 def from_history(points: Sequence[Point], thresholds: Thresholds) -> Noise | None:
     """The series' own run-to-run noise over its history on this machine."""
+    level = history_level(points)
+    return None if level is None else of_history(series_noise(points, thresholds), level)
+
+
+def history_level(points: Sequence[Point]) -> float | None:
+    """The median of the series' measured values, which its history noise is relative to (None: too few)."""
     values = [p.value for p in points if p.value is not None and math.isfinite(p.value) and p.value > 0]
-    if len(values) < MIN_HISTORY:
-        return None
-    return Noise(series_noise(points, thresholds) / statistics.median(values), "history", (1, 1))
+    return statistics.median(values) if len(values) >= MIN_HISTORY else None
+
+
+def of_history(absolute: float, level: float) -> Noise:
+    """A history's noise from `series_noise`'s answer and `history_level`'s (kept apart in the stored scan)."""
+    return Noise(absolute / level, "history", (1, 1))
+
+
+def histories(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:
+    """Every series' values over the machine's stored history, oldest commit first, keyed by (environment,
+    benchmark, params as stored): the points `from_history` takes."""
+    frame = queries.series_values(db_path, machine, subject)
+    values = frame["value"].where(frame["status"] == "ok").tolist()  # NULL and a failed row's value: NaN
+    series: dict[tuple[str, str, str], list[Point]] = {}
+    for env, name, params, commit, value in zip(frame["env_name"], frame["benchmark"], frame["params"],
+                                                frame["commit_hash"], values):  # columns, not records: 3x faster
+        series.setdefault((env, name, params), []).append(Point(commit, None if math.isnan(value) else value))
+    return series
 
 
 FIXED_MINIMUM = {"seconds": 1e-6}

@@ -20,6 +20,12 @@ something that did not refresh), that machine is recomputed in memory: the
 answer is always the one `find_regressions` gives, only slower until the
 next ingest stores it. Acceptances (`flybench accept`) are applied when the
 steps are read, so accepting a level changes no stored row.
+
+The same scan keeps each series' noise over its whole history on the machine
+(`series_noise`: `noise.from_history`'s two parts), which `flybench compare`
+holds a change against where the case has no rounds: a fit per case, 4 s
+for the 100 cases of a load-test machine, is then a read (`history_noise`).
+It is not the steps' own fit: compare's history carries no weights.
 """
 
 from __future__ import annotations
@@ -33,9 +39,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from flybench.regress import noise
 from flybench.regress.accepted import Acceptance
 from flybench.regress.config import RegressConfig, load_config
-from flybench.regress.history import Regression, Step, find_regressions
+from flybench.regress.history import Regression, Step, find_regressions, series_noise
 from flybench.store.db import DEFAULT_DB, connect
 
 DETECTOR = "1"
@@ -47,6 +54,8 @@ Scope = tuple[str, str]
 """(subject, machine): the unit a scan covers."""
 SeriesKey = tuple[str, str, str, str, str]
 """(subject, machine, environment, benchmark, canonical params JSON): one series."""
+NoiseKey = tuple[str, str, str, str | None]
+"""(environment, benchmark, params JSON as stored, unit): a series of one machine, as compare asks for its noise."""
 
 _DIGESTS = """
     SELECT subject, machine, count(*)::VARCHAR || ':' || bit_xor(h)::VARCHAR AS digest FROM (
@@ -59,6 +68,7 @@ _DIGESTS = """
         FROM compile_metrics m LEFT JOIN commits c ON c.subject = m.subject AND c.hash = m.commit_hash
         WHERE (?::VARCHAR IS NULL OR m.subject = ?) AND (?::VARCHAR IS NULL OR m.machine = ?)
     ) GROUP BY ALL ORDER BY ALL"""
+_NOISE_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "noise", "level")
 _STEP_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "kind", "runs", "last_good",
                  "first_bad", "before", "after", "noise", "confidence", "worse")
 
@@ -82,25 +92,28 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
     with connect(db_path) as conn:  # a writer's connection: an older store is migrated first
         current = _digests(conn)
         scans = _scans(conn)
-    stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
+        stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
+        units = _series_units(conn, stale)
     found = {scope: find_regressions(db_path, subject=scope[0], machine=scope[1], config=cfg) for scope in stale}
+    noises = pd.DataFrame([row for scope in stale for row in _noise_rows(db_path, scope, units.get(scope, []), cfg)],
+                          columns=list(_NOISE_COLUMNS))
     gone = [scope for scope in scans if scope not in current]
     if not stale and not gone:
         return []
     with connect(db_path) as conn:
         conn.begin()
         for subject, machine in [*stale, *gone]:
-            for table in ("regression_steps", "regression_scans"):
+            for table in ("regression_steps", "series_noise", "regression_scans"):
                 conn.execute(f"DELETE FROM {table} WHERE subject = ? AND machine = ?", [subject, machine])
         for scope in stale:
             conn.execute("INSERT INTO regression_scans VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
                          [*scope, current[scope], mark])
-        rows = pd.DataFrame([_row(r) for scope in stale for r in found[scope]], columns=list(_STEP_COLUMNS))
-        if not rows.empty:
-            conn.register("found", rows)
-            conn.execute(f"INSERT INTO regression_steps ({', '.join(_STEP_COLUMNS)}) "
-                         f"SELECT {', '.join(_STEP_COLUMNS)} FROM found")
-            conn.unregister("found")
+        steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope]], columns=list(_STEP_COLUMNS))
+        for table, rows in (("regression_steps", steps), ("series_noise", noises)):
+            if not rows.empty:
+                conn.register("found", rows)
+                conn.execute(f"INSERT INTO {table} ({', '.join(rows.columns)}) SELECT * FROM found")
+                conn.unregister("found")
         conn.commit()
     return stale
 
@@ -144,6 +157,30 @@ def regressions(
     return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative), not r.env_name))
 
 
+def history_noise(db_path: str | Path, machine: str, subject: str | None = None,
+                  config: RegressConfig | str | Path | None = None) -> dict[NoiseKey, noise.Noise | None]:
+    """`noise.from_history`'s answer for every series of the machine, as the last scan stored it; empty where
+    that scan is missing or stale.
+
+    With no subject given the machine must hold one subject's results (compare's history is then that
+    subject's); the caller computes whatever is not here.
+    """
+    cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    with connect(db_path, read_only=True) as conn:
+        subjects = [subject] if subject is not None else [s for (s,) in conn.execute(
+            "SELECT DISTINCT subject FROM results WHERE machine = ?", [machine]).fetchall()]
+        if len(subjects) != 1:
+            return {}
+        scope = (subjects[0], machine)
+        digest = _digests(conn, *scope).get(scope)
+        if digest is None or _scans(conn).get(scope) != (digest, fingerprint(cfg)):
+            return {}
+        rows = conn.execute("SELECT env_name, benchmark, params, unit, noise, level FROM series_noise "
+                            "WHERE subject = ? AND machine = ?", list(scope)).fetchall()
+    return {(env, name, params, unit): None if absolute is None else noise.of_history(absolute, level)
+            for env, name, params, unit, absolute, level in rows}
+
+
 def _digests(conn: duckdb.DuckDBPyConnection, subject: str | None = None,
              machine: str | None = None) -> dict[Scope, str]:
     args = [subject, subject, machine, machine] * 2
@@ -155,6 +192,36 @@ def _scans(conn: duckdb.DuckDBPyConnection) -> dict[Scope, tuple[str, str]]:
             conn.execute("SELECT subject, machine, digest, config FROM regression_scans").fetchall()}
 
 
+def _series_units(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope, list[tuple]]:
+    """Per scope, each series (environment, benchmark, params as stored) with every unit its rows carry: a
+    comparison takes its thresholds from the unit of the rows it compares."""
+    rows = conn.execute(
+        "SELECT DISTINCT subject, machine, env_name, benchmark, params, unit FROM results "
+        "WHERE list_contains(?::VARCHAR[], subject || chr(0) || machine) ORDER BY ALL",
+        [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
+    units: dict[Scope, list[tuple]] = {}
+    for subject, machine, *series in rows:
+        units.setdefault((subject, machine), []).append(tuple(series))
+    return units
+
+
+def _noise_rows(db_path: str | Path, scope: Scope, units: list[tuple], cfg: RegressConfig) -> list[dict[str, object]]:
+    """Each series' history noise on the scope's machine, per unit (none for deterministic units, which no
+    comparison judges by noise); no fit where the history is too short for `noise.from_history` to use."""
+    histories = noise.histories(db_path, scope[1], scope[0])
+    rows = []
+    for env, name, params, unit in units:
+        thresholds = cfg.thresholds(name, ", ".join(map(str, json.loads(params).values())), unit)
+        if thresholds.deterministic:
+            continue
+        points = histories[(env, name, params)]
+        level = noise.history_level(points)
+        rows.append({"subject": scope[0], "machine": scope[1], "env_name": env, "benchmark": name, "params": params,
+                     "unit": unit, "noise": None if level is None else series_noise(points, thresholds),
+                     "level": level})
+    return rows
+
+
 def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope, list[Regression]]:
     """The stored steps of these scopes, each scope's in the order they were stored."""
     rows = conn.execute(
@@ -162,9 +229,9 @@ def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[
         "WHERE list_contains(?::VARCHAR[], subject || chr(0) || machine) ORDER BY subject, machine, rowid",
         [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
     steps: dict[Scope, list[Regression]] = {}
-    for (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, noise,
+    for (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, level_noise,
          confidence, worse) in rows:
-        step = Step(last_good, first_bad, before, after, noise, confidence, worse)
+        step = Step(last_good, first_bad, before, after, level_noise, confidence, worse)
         steps.setdefault((subject, machine), []).append(
             Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs))
     return steps

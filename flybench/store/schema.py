@@ -294,6 +294,24 @@ MIGRATIONS: list[list[str]] = [
             source_file VARCHAR NOT NULL
         )""",
     ],
+    [  # v9: each series' noise over its history on the machine (what `flybench compare` holds a change against
+        # where the case has no rounds), found by the same scan as the steps and current under the same digest
+        # and fingerprint. `noise` is NULL where the history is too short to say (`level`: the median of the
+        # measured values it is relative to). Scans stored before this step have no noise: they are dropped,
+        # and the next writer rescans.
+        """CREATE TABLE series_noise (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            unit VARCHAR,
+            noise DOUBLE,
+            level DOUBLE
+        )""",
+        "DELETE FROM regression_steps",
+        "DELETE FROM regression_scans",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
