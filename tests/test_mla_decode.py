@@ -57,3 +57,18 @@ def test_cases_and_counts_are_flydsl_ci_s() -> None:
     assert MLA.flops(case) == total_kv * 128 * (576 + 512) * 2  # tests/kernels/test_mla_decode.py's flops
     flydsl_bw = total_kv * 576 * 1 + 32 * 128 * 576 * 1 + 32 * 128 * 512 * 2  # its bw, fp8
     assert MLA.min_bytes(case, "fp8") == flydsl_bw + 4 * total_kv
+
+
+def test_both_torch_paths_pass_the_gate_and_the_context_picks_one():
+    from flybench.measure import correctness
+    from flybench.providers import get_provider
+    from flybench.providers import torch_ops
+
+    for case in MLA.cases("tiny"):
+        inputs = MLA.make_inputs(case, "bf16", "cpu")
+        reference = MLA.reference(case, inputs)
+        for build in (torch_ops.mla_decode_sdpa, torch_ops.mla_decode_bmm):
+            assert correctness.check(build(case, inputs)(), reference, "bf16").passed, (case.name, build.__name__)
+    short, long = (MLA.case(n) for n in ("B1C128", "B32C8192"))
+    assert torch_ops.mla_decode_path(short) == "sdpa" and torch_ops.mla_decode_path(long) == "bmm"
+    assert get_provider("torch").implementation(long, "bf16")["kernels"] == ["torch.bmm, softmax, torch.bmm"]

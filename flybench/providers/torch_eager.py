@@ -11,9 +11,9 @@ from __future__ import annotations
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_sdpa,
-                                         moe_expert_loop, moe_grouped_gemm, moe_stage_path, moe_stage_runner,
-                                         sdpa_bshd)
+from flybench.providers.torch_ops import (attention_scale, diffusion_sdpa, gemm_runner, mla_decode_path,
+                                         mla_decode_runner, moe_expert_loop, moe_grouped_gemm, moe_stage_path,
+                                         moe_stage_runner, sdpa_bshd)
 from flybench.workloads.base import Case, Tensors
 
 
@@ -46,7 +46,7 @@ class TorchEager(Provider):
         if workload == "diffusion_attention":
             return diffusion_sdpa(case, inputs)
         if workload == "mla_decode":
-            return mla_decode_sdpa(case, inputs)
+            return mla_decode_runner(case, inputs)
         if workload == "moe_stage":
             return moe_stage_runner(case, inputs)
         if workload == "moe":
@@ -56,6 +56,9 @@ class TorchEager(Provider):
 
     def implementation(self, case: Case, dtype: str) -> dict:
         info = super().implementation(case, dtype)
+        if case.workload == "mla_decode":
+            info["kernels"] = ["F.scaled_dot_product_attention" if mla_decode_path(case) == "sdpa" else
+                               "torch.bmm, softmax, torch.bmm"]
         if case.workload == "moe_stage":
             info["kernels"] = ["torch._scaled_mm per expert" if moe_stage_path(case, dtype) == "per-expert" else
                                "torch._scaled_grouped_mm" if dtype == "fp8" else "torch._grouped_mm"]

@@ -90,6 +90,22 @@ def diffusion_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     return call
 
 
+MLA_BMM_CONTEXT = 1024
+"""MLA decode over this many cached tokens a sequence or more runs as two batched GEMMs, below it as SDPA: on the
+H200 (`python -m studies.mla_torch_paths`) SDPA took 43.9 us at B1 C128 against 90.9 us, but 212.0 against
+90.5 us at B4 C2048 and 962.8 against 727.7 us at B32 C8192."""
+
+
+def mla_decode_path(case: Case) -> str:
+    """How torch runs this MLA decode case: "sdpa" (short contexts) or "bmm"."""
+    return "sdpa" if case.shape["context"] < MLA_BMM_CONTEXT else "bmm"
+
+
+def mla_decode_runner(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
+    """The faster of torch's two MLA decode paths for this case's context (`mla_decode_path`)."""
+    return (mla_decode_sdpa if mla_decode_path(case) == "sdpa" else mla_decode_bmm)(case, inputs)
+
+
 def mla_decode_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
     """A call that gathers each sequence's cached tokens and runs SDPA over them, its 128 heads as the queries
     of one head.
@@ -112,6 +128,24 @@ def mla_decode_sdpa(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
         keys = inputs["kv_cache"][indices].view(b, 1, c, -1)  # [B, 1, C, 576]
         out = F.scaled_dot_product_attention(q, keys, keys[..., :p["kv_lora"]], scale=p["scale"])
         return {"out": out.squeeze(1)}
+
+    return call
+
+
+def mla_decode_bmm(case: Case, inputs: Tensors) -> Callable[[], Tensors]:
+    """The same attention as two batched GEMMs over the gathered tokens, softmax in float32 between them: SDPA's
+    kernel for these head widths (576 and 512) runs one block per 32 queries, too few for long contexts."""
+    import torch
+
+    p = case.shape
+    b, c = p["batch"], p["context"]
+    indices = inputs["kv_indices"].long()
+    q = inputs["q"]  # [B, H, 576]
+
+    def call() -> Tensors:
+        keys = inputs["kv_cache"][indices].view(b, c, -1)  # [B, C, 576]
+        scores = torch.bmm(q, keys.transpose(1, 2)).float() * p["scale"]  # [B, H, C]
+        return {"out": torch.bmm(torch.softmax(scores, dim=-1).to(q.dtype), keys[..., :p["kv_lora"]])}
 
     return call
 
