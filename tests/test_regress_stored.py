@@ -149,3 +149,13 @@ def pair_computed(db: Path, project: AsvProject) -> Comparison:
     with connect(copy) as conn:
         conn.execute("DELETE FROM regression_scans")
     return pair(copy, project)
+
+
+def test_a_machine_of_two_subjects_needs_the_subject_named(db: Path, project: AsvProject) -> None:
+    """Unnamed, compare's history of such a machine runs both subjects' rows together: no stored answer."""
+    assert stored.history_noise(db, MACHINE)
+    with connect(db) as conn:
+        conn.execute("INSERT INTO results BY NAME SELECT * REPLACE ('other-repo' AS subject) FROM results "
+                     "WHERE machine = ? LIMIT 1", [MACHINE])
+    assert stored.history_noise(db, MACHINE) == {}
+    assert stored.history_noise(db, MACHINE, PROJECT)  # its own rows did not change: its scan is current
