@@ -155,9 +155,8 @@ def test_watched_counters_that_change_are_listed_and_dram_jitter_is_not(tmp_path
     assert counter_changes(db, benchmark="attention.*") == []
 
 
-def test_flybench_regressions_lists_a_watched_counter_change(tmp_path, capsys):
-    from flybench.cli import main
-
+def store_with_a_counter_change(tmp_path: Path) -> Path:
+    """A store of two commits of one case whose instruction count grew from 1,000 to 1,500 at the second."""
     tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
     head = "b" * 40
     path = results_json(tree, {"moe.Quick.track_time": [[1e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]},
@@ -167,7 +166,14 @@ def test_flybench_regressions_lists_a_watched_counter_change(tmp_path, capsys):
     more = _record(1.0e9)
     more.commit, more.total = head, {**more.total, "smsp__inst_executed.sum": 1500.0}
     append(tree / MACHINE / f"{head[:8]}-existing-py.counters.jsonl", more)
-    ingest(tree, db, "flybench")
+    assert ingest(tree, db, "flybench").ok
+    return db
+
+
+def test_flybench_regressions_lists_a_watched_counter_change(tmp_path, capsys):
+    from flybench.cli import main
+
+    db = store_with_a_counter_change(tmp_path)
     code = main(["regressions", "--db", str(db), "--format", "json"])
     found = json.loads(capsys.readouterr().out)
     assert code == 1

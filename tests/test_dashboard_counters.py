@@ -118,22 +118,10 @@ def test_a_case_shows_its_measured_and_imported_rates_side_by_side(ci_store, mon
 
 
 def test_the_regressions_page_lists_a_watched_counter_change_beside_the_resources(tmp_path, monkeypatch):
-    from test_counters_store import _record, _sidecar, _tree
+    from test_counters_store import store_with_a_counter_change
     from test_dashboard_pages import open_page
 
-    from flybench.counters.record import append
-    from tests.fixtures.asv_files import MACHINE, results_json
-
-    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
-    head = "b" * 40
-    path = results_json(tree, {"moe.Quick.track_time": [[1e-3], [["'mixtral8x7b-t16'"], ["'triton'"], ["'bf16'"]]]},
-                        commit=head)
-    path.write_text(path.read_text().replace("1767268800000", "1767355200000"))
-    append(_sidecar(tree), _record(1.0e9))
-    more = _record(1.0e9)
-    more.commit, more.total = head, {**more.total, "smsp__inst_executed.sum": 1500.0}
-    append(tree / MACHINE / f"{head[:8]}-existing-py.counters.jsonl", more)
-    assert ingest(tree, db, "flybench").ok
+    db = store_with_a_counter_change(tmp_path)
     monkeypatch.setenv("FLYBENCH_DB", str(db))
     at = open_page(db, "regressions", subject="flybench")
     table = next(t.value for t in at.dataframe if "metric_label" in t.value.columns)

@@ -20,12 +20,12 @@ asv's results. A torn last line is skipped with a warning, as for case records.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flybench.measure.record import KEY_FIELDS, STATUSES
+from flybench import jsonl
+from flybench.measure.record import check_case
 
 FORMAT_VERSION = 1
 SUFFIX = ".counters.jsonl"
@@ -62,47 +62,23 @@ class CounterRecord:
 
 def path_for(results_dir: Path, machine: str, commit: str, env: str) -> Path:
     """Beside asv's `<machine>/<commit8>-<env>.json`, with a suffix asv ignores (as case records are)."""
-    from asv.results import get_filename
-
-    return beside(results_dir / get_filename(machine, commit, env))
-
-
-def beside(results_file: Path) -> Path:
-    """`abc12345-env.json` -> `abc12345-env.counters.jsonl` next to it."""
-    return results_file.with_name(results_file.stem + SUFFIX)
+    return jsonl.beside_results(results_dir, machine, commit, env, SUFFIX)
 
 
 def append(path: Path, record: CounterRecord) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(record.to_json() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    jsonl.append(path, record.to_json())
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every usable record in file order, and a warning per line skipped."""
-    found, warnings = [], []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if type(record) is not dict:
-                    raise ValueError("a line must hold one JSON object")
-                for name in KEY_FIELDS:
-                    record[name] = str(record[name])
-                if record["status"] not in STATUSES:
-                    raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
-                if record.get("version") != FORMAT_VERSION:
-                    raise ValueError(f"format version {record.get('version')!r}: this flybench reads "
-                                     f"{FORMAT_VERSION}; upgrade flybench")
-                for name in ("total", "derived", "counters"):
-                    if type(record.get(name, {})) is not dict:
-                        raise ValueError(f"{name} must be an object")
-            except (ValueError, KeyError, TypeError) as exc:
-                warnings.append(f"{path}, line {number} skipped: {type(exc).__name__}: {exc}")
-                continue
-            found.append(record)
-    return found, warnings
+    return jsonl.read(path, _check)
+
+
+def _check(record: dict[str, Any]) -> None:
+    check_case(record)
+    if record.get("version") != FORMAT_VERSION:
+        raise ValueError(f"format version {record.get('version')!r}: this flybench reads {FORMAT_VERSION}; "
+                         "upgrade flybench")
+    for name in ("total", "derived", "counters"):
+        if type(record.get(name, {})) is not dict:
+            raise ValueError(f"{name} must be an object")

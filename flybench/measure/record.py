@@ -24,18 +24,19 @@ keep `version` 2 and every flybench that reads 2 reads them:
   changes with every commit, so a base-vs-head comparison of a FlyDSL
   change would refuse all its cases.
 
-A process killed mid-write leaves a torn line, which the next append
-continues; readers skip such lines with a warning instead of failing.
+The file is written and read through flybench.jsonl: a torn line (a process
+killed mid-write) is skipped with a warning instead of failing.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from flybench import jsonl
 
 FORMAT_VERSION = 2
 SUFFIX = ".cases.jsonl"
@@ -89,9 +90,7 @@ class CaseRecord:
 
 def path_for(results_dir: Path, machine: str, commit: str, env: str) -> Path:
     """Where a run's records go: beside asv's `<machine>/<commit8>-<env>.json`, with a suffix asv ignores."""
-    from asv.results import get_filename
-
-    return beside(results_dir / get_filename(machine, commit, env))
+    return jsonl.beside_results(results_dir, machine, commit, env, SUFFIX)
 
 
 def beside(results_file: Path) -> Path:
@@ -101,37 +100,27 @@ def beside(results_file: Path) -> Path:
 
 def append(path: Path, record: CaseRecord) -> None:
     """Append one record; asv runs benchmarks one at a time, so appends never interleave."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(record.to_json() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    jsonl.append(path, record.to_json())
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every usable record in file order (later lines are later measurements), and a warning per skipped line."""
-    records, warnings = [], []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if type(record) is not dict:
-                    raise ValueError("a line must hold one JSON object")
-                for name in KEY_FIELDS:
-                    record[name] = str(record[name])
-                if record["status"] not in STATUSES:
-                    raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
-                version = record.get("version", 1)
-                if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
-                    raise ValueError(f"format version {version!r}: this flybench reads 1 to {FORMAT_VERSION}; "
-                                     "upgrade flybench")
-            except (ValueError, KeyError, TypeError) as exc:
-                warnings.append(f"{path}, line {number} skipped: {type(exc).__name__}: {exc}")
-                continue
-            records.append(record)
-    return records, warnings
+    return jsonl.read(path, _check)
+
+
+def check_case(record: dict[str, Any]) -> None:
+    """A record's case key (as text) and status, which every record file beside the results shares."""
+    for name in KEY_FIELDS:
+        record[name] = str(record[name])
+    if record["status"] not in STATUSES:
+        raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+
+
+def _check(record: dict[str, Any]) -> None:
+    check_case(record)
+    version = record.get("version", 1)
+    if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+        raise ValueError(f"format version {version!r}: this flybench reads 1 to {FORMAT_VERSION}; upgrade flybench")
 
 
 def key_of(record: dict[str, Any]) -> CaseKey:

@@ -1,0 +1,56 @@
+"""Record files beside asv's results: one JSON object a line, appended durably, read back line by line.
+
+The case records (flybench.measure.record) and the counter records
+(flybench.counters.record) are such files. asv runs one benchmark process at
+a time, so appends never interleave; a process killed mid-write leaves a
+torn last line, which a reader skips with a warning instead of failing, as
+it skips any line its format's check refuses.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def beside_results(results_dir: Path, machine: str, commit: str, env: str, suffix: str) -> Path:
+    """asv's `<machine>/<commit8>-<env>.json` with `suffix` (one asv ignores) in place of `.json`."""
+    from asv.results import get_filename
+
+    results_file = results_dir / get_filename(machine, commit, env)
+    return results_file.with_name(results_file.stem + suffix)
+
+
+def append(path: Path, line: str) -> None:
+    """Append one line and make it durable before the process can die."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read(path: Path, check: Callable[[dict[str, Any]], None]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every object `check` accepts, in file order, and a warning per line skipped.
+
+    `check` raises ValueError, KeyError or TypeError for an object its format
+    cannot use, and may normalise the object in place.
+    """
+    records, warnings = [], []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if type(record) is not dict:
+                    raise ValueError("a line must hold one JSON object")
+                check(record)
+            except (ValueError, KeyError, TypeError) as exc:
+                warnings.append(f"{path}, line {number} skipped: {type(exc).__name__}: {exc}")
+                continue
+            records.append(record)
+    return records, warnings
