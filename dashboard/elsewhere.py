@@ -42,7 +42,8 @@ def chart(frame: pd.DataFrame) -> alt.FacetChart:
                  alt.Tooltip("run:N"), alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4~g"),
                  alt.Tooltip("provenance:N", title="measured by")])
     layers = alt.layer(base.mark_line(opacity=0.5).encode(detail="run:N"),  # a pull request is not main's line
-                       base.mark_point(filled=True, size=40).encode(shape=alt.Shape("provenance:N", title="measured by")),
+                       base.mark_point(filled=True, size=40).encode(
+                           shape=alt.Shape("provenance:N", title="measured by")),
                        data=frame[FIELDS]).properties(width=charts.PANEL_WIDTH, height=150)
     return layers.facet(row=alt.Row("panel:N", title=None, header=alt.Header(
         labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13, labelFontWeight="bold"))

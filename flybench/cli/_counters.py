@@ -33,7 +33,7 @@ def counter_pass(results_dir: Path, machine: str, commit: str, env: str, run_id:
         return 0
     out = counter_records.path_for(results_dir, machine, commit, env)
     backend = backend_for(device)
-    print(f"counters: {len(keys)} cases under {backend.tool} {backend.version()} (one profiled call each, "
+    print(f"counters: {len(keys)} cases under {backend.tool} (one profiled call each, "
           f"after warm-up; no timing samples) -> {out}", flush=True)
     records = collect(keys, backend, device, out, run_id=run_id, commit=commit, env=env, machine=machine,
                       min_bytes=_min_bytes, progress=_progress(len(keys)))
@@ -64,12 +64,14 @@ def _print_table(records) -> None:
 
     from flybench.console import print_rich
 
-    table = Table(title="hardware counters (one call each)", title_justify="left")
+    tools = sorted({f"{r.tool} {r.tool_version}" for r in records})
+    table = Table(title=f"hardware counters (one call each, {', '.join(tools)})", title_justify="left")
     for column in ("case", "provider", "dtype", "kernels", *SHOWN):
         table.add_column(column, overflow="fold")
     for r in records:
         if r.status != "ok":
             table.add_row(r.case, r.provider, r.dtype, r.status, *[""] * len(SHOWN))
             continue
-        table.add_row(r.case, r.provider, r.dtype, str(len(r.kernels)), *[format_figure(n, r.derived.get(n)) for n in SHOWN])
+        figures = [format_figure(n, r.derived.get(n)) for n in SHOWN]
+        table.add_row(r.case, r.provider, r.dtype, str(len(r.kernels)), *figures)
     print_rich(table)

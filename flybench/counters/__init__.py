@@ -10,4 +10,5 @@ tool's counters the same way.
 from flybench.counters._model import DERIVED, WATCHED_DERIVED, Counter, KernelCounters, combine, format_figure
 from flybench.counters.collect import backend_for, collect, unavailable_reason
 
-__all__ = ["DERIVED", "WATCHED_DERIVED", "Counter", "KernelCounters", "backend_for", "collect", "combine", "format_figure", "unavailable_reason"]
+__all__ = ["DERIVED", "WATCHED_DERIVED", "Counter", "KernelCounters", "backend_for", "collect", "combine",
+           "format_figure", "unavailable_reason"]

@@ -50,13 +50,16 @@ DERIVED: dict[str, Figure] = {
     "hbm_read_bytes": Figure("DRAM read", "bytes", "bytes read from device memory (HBM)"),
     "hbm_write_bytes": Figure("DRAM write", "bytes", "bytes written to device memory (HBM)"),
     "hbm_bytes": Figure("DRAM moved", "bytes", "bytes read and written in device memory"),
-    "hbm_over_min": Figure("DRAM / minimum", "ratio", "device-memory bytes moved over the workload's minimum-byte model"),
+    "hbm_over_min": Figure("DRAM / minimum", "ratio",
+                           "device-memory bytes moved over the workload's minimum-byte model"),
     "hbm_gbps": Figure("DRAM bandwidth", "GB/s", "device-memory bytes over the profiled kernel time"),
     "l2_hit_rate": Figure("L2 hit rate", "fraction", "L2 hits over L2 lookups"),
-    "matrix_busy": Figure("matrix busy", "fraction", "matrix-unit (tensor core / MFMA) busy cycles over elapsed cycles"),
+    "matrix_busy": Figure("matrix busy", "fraction",
+                          "matrix-unit (tensor core / MFMA) busy cycles over elapsed cycles"),
     "lds_conflicts_per_instruction": Figure("LDS conflicts / instr", "ratio",
                                             "shared-memory (LDS) bank conflicts per shared-memory instruction"),
-    "occupancy": Figure("occupancy", "fraction", "achieved occupancy: active warps (waves) over the most the hardware holds"),
+    "occupancy": Figure("occupancy", "fraction",
+                        "achieved occupancy: active warps (waves) over the most the hardware holds"),
 }
 """The figures derived from every tool's counters, by name."""
 

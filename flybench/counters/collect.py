@@ -20,7 +20,7 @@ from pathlib import Path
 
 from flybench import hardware
 from flybench.counters import record as counter_records
-from flybench.counters._model import Backend, combine
+from flybench.counters._model import Backend, Counter, combine
 from flybench.counters.record import CounterRecord
 from flybench.measure.record import CaseKey
 
@@ -63,15 +63,15 @@ def collect(keys: Iterable[CaseKey], backend: Backend, device: hardware.Device, 
                                started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                                contract={"pass": "counters", "timing_samples": 0, "after": "timing pass",
                                          "clock_control": "none", "calls_profiled": 1})
-        _profile(record, key, backend, device, min_bytes(key))
+        _profile(record, key, backend, counters, device, min_bytes(key))
         counter_records.append(out, record)
         progress(key, record)
         done.append(record)
     return done
 
 
-def _profile(record: CounterRecord, key: CaseKey, backend: Backend, device: hardware.Device,
-             min_bytes: float | None) -> None:
+def _profile(record: CounterRecord, key: CaseKey, backend: Backend, counters: list[Counter],
+             device: hardware.Device, min_bytes: float | None) -> None:
     with tempfile.TemporaryDirectory(prefix="flybench-counters-") as tmp:
         where = Path(tmp)
         status = where / "status.json"
@@ -99,6 +99,6 @@ def _profile(record: CounterRecord, key: CaseKey, backend: Backend, device: hard
         record.status, record.reason = "failed", f"{backend.tool} saw no kernel in the profiled call"
         return
     record.kernels = [asdict(k) for k in kernels]
-    record.total = combine(kernels, backend.counters(device.arch))
+    record.total = combine(kernels, counters)
     record.min_bytes = min_bytes
     record.derived = backend.derive(record.total, min_bytes)

@@ -313,7 +313,8 @@ def join(passes: Sequence[list[KernelCounters]]) -> list[KernelCounters]:
 
 
 def _names(kernels: list[KernelCounters]) -> str:
-    return f"{len(kernels)} dispatches ({', '.join(k.name[:40] for k in kernels[:4])}{', ...' if len(kernels) > 4 else ''})"
+    names = ", ".join(k.name[:40] for k in kernels[:4])
+    return f"{len(kernels)} dispatches ({names}{', ...' if len(kernels) > 4 else ''})"
 
 
 def read_bytes(total: Mapping[str, float]) -> float | None:

@@ -438,14 +438,14 @@ def context_text(case: CaseResult) -> str:
             else f"{value:.4g}"
 
     facts = [f"{CONTEXT[name]} {number(b, name)} -> {number(h, name)}" for name, (b, h) in case.context.items()]
-    return ", ".join(facts + counter_changes(case))
+    return ", ".join(facts + counter_context(case))
 
 
 COUNTER_CHANGE = 0.02
 """A counter figure that moved by less than this (relative) is left out of a case's context."""
 
 
-def counter_changes(case: CaseResult) -> list[str]:
+def counter_context(case: CaseResult) -> list[str]:
     """'DRAM read 1.00 GB -> 1.38 GB': the counter figures that moved between base and head, in DERIVED order."""
     from flybench.counters import DERIVED, format_figure
 

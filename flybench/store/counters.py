@@ -55,7 +55,8 @@ def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subje
         conn.begin()
         try:
             remove(conn, subject, relpath)
-            for table, rows, columns in (("counter_cases", cases, CASE_COLUMNS), ("counters", counters, COUNTER_COLUMNS)):
+            tables = (("counter_cases", cases, CASE_COLUMNS), ("counters", counters, COUNTER_COLUMNS))
+            for table, rows, columns in tables:
                 if rows:
                     conn.register("incoming_counters", pd.DataFrame(rows, columns=list(columns), dtype=object))
                     conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_counters")
