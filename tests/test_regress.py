@@ -17,7 +17,6 @@ from flybench.cli import regressions as regressions_cli
 from flybench.errors import FlybenchError
 from flybench.regress.compare import compare
 from flybench.regress import RegressConfig, exit_code, find_regressions, load_config, markdown, to_json
-from flybench.regress.compare import significance
 from flybench.regress.history import Point, detect
 from flybench.store import connect, ingest
 
@@ -110,16 +109,18 @@ def test_compare_flags_the_planted_regression(db: Path, project: AsvProject) -> 
     result = compare(db, MACHINE, project.commits[STEP_AT - 1][:7], project.commits[STEP_AT])
     verdicts = {(c.benchmark, c.params["provider"]): c for c in result.cases}
     time = verdicts["attention.Quick.track_time", "flydsl"]
-    assert time.verdict == "regression" and time.test == "mann-whitney" and time.p_value < 0.002
+    # one round a side: the series' history on the machine gives one round's noise
+    assert time.verdict == "regression" and time.test == "normal (history noise)" and time.p_value < 0.002
+    assert time.rounds == (1, 1) and time.interval[0] > 0.3
     assert verdicts["attention.Rates.track_tflops", "flydsl"].verdict == "regression"
-    # torch moved 3%: significant by Mann-Whitney, but under the 20% threshold
+    # torch moved 3%, inside its 20% tolerance whatever its noise says
     torch = verdicts["attention.Quick.track_time", "torch"]
-    assert torch.verdict == "unchanged" and torch.p_value < 0.002
+    assert torch.verdict == "unchanged" and -0.2 < torch.interval[0] < torch.interval[1] < 0.2
     assert exit_code(result) == 1
 
     text = markdown(result)
     assert text.startswith("### :red_circle: flybench: 2 regressions, 0 improvements, 2 unchanged on m1-gfx950")
-    assert text.index("#### Regressions") < text.index("2 unchanged.")
+    assert text.index("#### Regressions") < text.index("2 unchanged, counted")
     assert "| `attention.Quick.track_time` | c1, flydsl, bf16 | 990μs | 1.50ms | +51.5% (+510μs) |" in text
     data = json.loads(to_json(result))
     assert data["summary"]["regression"] == 2 and data["head"] == project.commits[STEP_AT]
@@ -198,14 +199,6 @@ def test_resource_changes_are_reported_exactly(results: Path, project: AsvProjec
     assert sorted((c.params["metric"], c.step.before, c.step.after) for c in changes) == [
         ("vgpr_count", 238, 256), ("vgpr_spill_count", 0, 12)]
     assert [r["relative"] for r in json.loads(to_json(changes))] == [None, pytest.approx(18 / 238)]  # 0 -> 12: none
-
-
-def test_significance_falls_back_to_confidence_intervals() -> None:
-    row = {"samples": None, "ci_99_a": 1.0, "ci_99_b": 1.2}
-    assert significance(row, {**row, "ci_99_a": 1.1, "ci_99_b": 1.3}, 0.002) == (False, "ci-99", None)
-    assert significance(row, {**row, "ci_99_a": 1.3, "ci_99_b": 1.4}, 0.002) == (True, "ci-99", None)
-    few = {"samples": [1.0, 1.1], "ci_99_a": None, "ci_99_b": None}  # too few to ever reach p < 0.002
-    assert significance(few, {**few, "samples": [2.0, 2.1]}, 0.002) == (True, "none", None)
 
 
 def test_a_commit_compared_with_itself_is_unchanged_everywhere(db: Path, project: AsvProject) -> None:

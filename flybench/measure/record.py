@@ -31,10 +31,11 @@ killed mid-write) is skipped with a warning instead of failing.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from flybench import jsonl
 
@@ -136,17 +137,34 @@ def latest(records: list[dict[str, Any]], run_id: str | None = None) -> dict[Cas
     return found
 
 
-def round_medians(records: list[dict[str, Any]]) -> dict[CaseKey, list[float]]:
-    """Per case, the median of each run that measured it (its last ok record per run id), in file order.
+class Round(NamedTuple):
+    """One measuring process's view of a case: the median of its samples and their spread."""
+
+    median: float
+    spread: float | None  # interquartile range over the median (None: fewer than 4 samples)
+
+
+def rounds(records: list[dict[str, Any]]) -> dict[CaseKey, list[Round]]:
+    """Per case, each run that measured it (its last ok record per run id), in file order.
 
     A pull request's job measures each side in several rounds into one
-    results file (`flybench run --append-samples`); how far the rounds'
-    medians spread is the case's run-to-run noise on that machine.
+    results file (`flybench run --append-samples`). Each round is one
+    measuring process and gives the case one median, the unit a verdict is
+    judged on (flybench.regress.verdict); the samples' spread inside the
+    round is reported beside it.
     """
-    per_run: dict[CaseKey, dict[str, float]] = {}
+    per_run: dict[CaseKey, dict[str, Round]] = {}
     for record in records:
         if record["status"] == "ok" and type(record.get("median_s")) in (int, float):
             runs = per_run.setdefault(key_of(record), {})
             runs.pop(str(record.get("run_id")), None)  # a run's last record counts, at its place in the file
-            runs[str(record.get("run_id"))] = float(record["median_s"])
+            runs[str(record.get("run_id"))] = Round(float(record["median_s"]), _spread(record.get("samples_s")))
     return {key: list(runs.values()) for key, runs in per_run.items()}
+
+
+def _spread(samples: Any) -> float | None:
+    finite = [s for s in samples or () if type(s) in (int, float) and math.isfinite(s)]
+    if len(finite) < 4:
+        return None
+    q1, median, q3 = statistics.quantiles(finite, n=4)
+    return (q3 - q1) / median if median > 0 else None

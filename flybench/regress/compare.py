@@ -1,12 +1,16 @@
 """Base-vs-head comparison of two commits on one machine, the check a pull request gets.
 
 Each case is one row, judged on its time alone; its TFLOP/s, GB/s,
-roofline fraction and error ride along as context. A case is a regression
-only if the difference is statistically real (Mann-Whitney U on the device
-samples, p < 0.002 as in `asv compare`; the 99% confidence intervals not
-overlapping when there are too few samples), larger than the relative and
-absolute thresholds, and measured under the same contract: rows whose
+roofline fraction and error ride along as context. The verdict comes from
+the case's rounds (one median per measuring process), never from pooled
+samples: `flybench.regress.verdict` owns the rules. Rows whose measurement
 contracts differ are refused, naming the field.
+
+Cases are subjects or controls (`[regress] subject_providers`): a pull
+request is judged on the providers whose code it can change; the others,
+measured in the same rounds, are drift controls that never fail the check.
+A subject's change that the controls of its workload share is reported as
+"environment", not as a regression.
 """
 
 from __future__ import annotations
@@ -14,20 +18,23 @@ from __future__ import annotations
 import functools
 import json
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from scipy.stats import mannwhitneyu
 
-from flybench.regress import noise, stored
+from flybench.regress import noise, stored, verdict
 from flybench.regress.config import RegressConfig, Thresholds, load_config
 from flybench.store import queries
 
-VERDICTS = ("regression", "broken", "improvement", "fixed", "incomparable", "skipped", "unchanged")
-"""Most urgent first; "broken": head fails where base passed; "skipped": not measured on both sides."""
+VERDICTS = ("regression", "broken", "improvement", "fixed", "environment", "ambiguous", "incomparable", "skipped",
+            "unchanged")
+"""Most urgent first; "broken": head fails where base passed; "environment": a change the drift controls share;
+"ambiguous": the rounds cannot tell yet; "skipped": not measured on both sides."""
+FAILING = ("regression", "broken")
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,12 @@ class CaseResult:
     base: float | None
     head: float | None
     verdict: str
-    test: str = ""  # "mann-whitney", "ci-99", "none" (no spread recorded), "" (not tested)
+    test: str = ""  # "welch-t (rounds)", "normal (history noise)", "" (not tested)
     p_value: float | None = None
+    role: str = "subject"  # or "control": measured for drift, never fails the check
+    rounds: tuple[int, int] | None = None  # rounds judged on base, on head
+    interval: tuple[float, float] | None = None  # the relative change's confidence interval
+    round_spread: float | None = None  # the largest spread of a round's own samples (IQR over median), either side
     detail: str = ""
     context: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """(base, head) of the case's derived facts: TFLOP/s, GB/s, roofline fraction, error; never judged."""
@@ -50,7 +61,7 @@ class CaseResult:
     """The case's run-to-run noise relative to its level (None: unknown, one round and no history)."""
     noise_source: str = ""  # "rounds", "history" or ""
     detectable: float | None = None
-    """The smallest relative change this comparison calls a change for this case, at its noise."""
+    """The true relative change this comparison calls with about 90% probability, at its noise and rounds."""
     threshold: float | None = None  # the configured relative threshold of this case
     counters: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """(base, head) of the counter pass's derived figures (flybench.counters.DERIVED) where both commits have
@@ -58,8 +69,8 @@ class CaseResult:
 
     @property
     def noise_limited(self) -> bool:
-        """Whether the case's noise (or the absolute floor) keeps it from meeting its configured threshold."""
-        return self.detectable is not None and self.threshold is not None and self.detectable > self.threshold * 1.0001
+        """Whether the case's noise hides changes of twice its tolerance (it detects them less than 90% of the time)."""
+        return self.detectable is not None and self.threshold is not None and self.detectable > 2 * self.threshold
 
     @property
     def relative(self) -> float | None:
@@ -93,12 +104,17 @@ class Comparison:
     resources: list[ResourceChange] = field(default_factory=list)
 
     def having(self, verdict: str) -> list[CaseResult]:
-        return [c for c in self.cases if c.verdict == verdict]
+        """The subject cases with this verdict (controls are `controls`)."""
+        return [c for c in self.cases if c.verdict == verdict and c.role == "subject"]
+
+    @property
+    def controls(self) -> list[CaseResult]:
+        return [c for c in self.cases if c.role == "control"]
 
     @property
     def failing(self) -> bool:
-        """A real regression, or a case that broke: what fails the pull-request check."""
-        return any(c.verdict in ("regression", "broken") for c in self.cases)
+        """A subject's real regression, or a subject case that broke: what fails the pull-request check."""
+        return any(c.verdict in FAILING and c.role == "subject" for c in self.cases)
 
 
 def compare(
@@ -123,17 +139,21 @@ def compare(
     history_noise = _history_noise(db_path, machine, subject, cfg)
     for key in sorted(sides[base_hash].keys() | sides[head_hash].keys()):
         env, benchmark, params_text = key
-        b, h = sides[base_hash].get(key), sides[head_hash].get(key)
+        b, h = (_selected(side.get(key)) for side in (sides[base_hash], sides[head_hash]))
+        if b is None and h is None:
+            continue  # not selected by either side's runs: nothing happened to report
         params = json.loads(params_text)
         unit = (b or h)["unit"]
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
         if not thresholds.deterministic:
-            case_noise = noise.from_rounds(_rounds(b), _rounds(h)) or history_noise(key, unit, thresholds)
-            result.cases.append(judge(benchmark, params, env, unit, b, h, thresholds, cfg, case_noise))
+            role = "subject" if cfg.is_subject(params.get("provider")) else "control"
+            result.cases.append(judge(benchmark, params, env, unit, b, h, thresholds, cfg,
+                                      history_noise(key, unit, thresholds), role=role))
         elif b is not None and h is not None and _measured(b) and _measured(h) and b["value"] != h["value"]:
             name = f"{benchmark}({', '.join(map(str, params.values()))})"
             metric = benchmark.rsplit(".", 1)[-1]
             result.resources.append(_resource(name, None, metric, unit, b["value"], h["value"], thresholds))
+    result.cases = attribute_drift(result.cases, cfg)
     result.resources += _metric_changes(metrics, base_hash, head_hash, cfg)
     counters = _counter_pairs(queries.case_counters(db_path, machine, [base_hash, head_hash], subject),
                               base_hash, head_hash)
@@ -141,25 +161,6 @@ def compare(
                     in counters else c for c in result.cases]
     result.cases.sort(key=lambda c: (VERDICTS.index(c.verdict), -abs(c.relative or 0)))
     return result
-
-
-def significance(b: dict[str, Any], h: dict[str, Any], p_threshold: float) -> tuple[bool, str, float | None]:
-    """Whether base and head differ beyond their noise: Mann-Whitney, else CI overlap, else assume so.
-
-    The test is only used when the sample sizes can reach p_threshold at all
-    (asv's rule); with no spread recorded the thresholds alone decide, as in
-    `asv compare`.
-    """
-    xs, ys = _samples(b["samples"]), _samples(h["samples"])
-    if xs and ys and 2 / math.comb(len(xs) + len(ys), min(len(xs), len(ys))) < p_threshold:
-        p = float(mannwhitneyu(xs, ys, alternative="two-sided").pvalue)
-        p = 1.0 if math.isnan(p) else p  # all samples tied
-        return p < p_threshold, "mann-whitney", p
-    bounds = (b["ci_99_a"], b["ci_99_b"], h["ci_99_a"], h["ci_99_b"])
-    if all(v is not None and math.isfinite(v) for v in bounds):
-        overlap = b["ci_99_a"] <= h["ci_99_b"] and h["ci_99_a"] <= b["ci_99_b"]
-        return not overlap, "ci-99", None
-    return True, "none", None
 
 
 def contract_difference(base: str | None, head: str | None, ignore: frozenset[str] = frozenset()) -> str:
@@ -220,36 +221,78 @@ def _history_noise(db_path: str | Path, machine: str, subject: str | None,
 
 def judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
           b: dict[str, Any] | None, h: dict[str, Any] | None,
-          thresholds: Thresholds, cfg: RegressConfig, case_noise: noise.Noise | None = None) -> CaseResult:
+          thresholds: Thresholds, cfg: RegressConfig, case_noise: noise.Noise | None = None,
+          role: str = "subject") -> CaseResult:
     """The verdict on one case from its base and head rows (as `store.queries.records` gives them).
 
     A side that was not measured is None. A row holds `value`, `status`,
-    `reason`, `contract` (JSON text), `samples`, `ci_99_a`/`ci_99_b`, optionally `rounds` and the context
-    columns; `case_noise` sets the smallest change called (`noise.detectable`).
+    `reason`, `contract` (JSON text), optionally `rounds` (each round's
+    median; without them the row's value is its one round) and
+    `round_spreads`, and the context columns. `case_noise` is the case's
+    noise over its history on the machine, used where a side has too few
+    rounds to show its own.
     """
     case = CaseResult(benchmark, params, env, unit, b["value"] if b else None, h["value"] if h else None, "skipped",
-                      context=_context(b, h), noise=case_noise.relative if case_noise else None,
-                      noise_source=case_noise.source if case_noise else "")
+                      context=_context(b, h), role=role)
     if b is None or h is None:
         return replace(case, detail=f"measured only in {'head' if b is None else 'base'}")
     if not (_measured(b) and _measured(h)):
         statuses = (b["status"], h["status"])
-        verdict = {("ok", "failed"): "broken", ("failed", "ok"): "fixed"}.get(statuses, "skipped")
+        outcome = {("ok", "failed"): "broken", ("failed", "ok"): "fixed"}.get(statuses, "skipped")
         reason = h["reason"] if h["status"] != "ok" else b["reason"]
         detail = f"base {b['status']}, head {h['status']}" + (f": {reason}" if reason else "")
-        return replace(case, verdict=verdict, detail=detail)
+        return replace(case, verdict=outcome, detail=detail)
     mismatch = contract_difference(b["contract"], h["contract"], cfg.contract_ignore)
     if mismatch:
         return replace(case, verdict="incomparable", detail=mismatch)
-    real, test, p = significance(b, h, cfg.p_threshold)
-    change = h["value"] - b["value"]
-    worse = change < 0 if thresholds.bigger_is_better else change > 0
-    smallest = noise.detectable(case_noise, b["value"], unit, thresholds)
-    large = change != 0 and abs(change) >= smallest * abs(b["value"])
-    verdict = ("regression" if worse else "improvement") if real and large else "unchanged"
-    return replace(case, verdict=verdict, test=test, p_value=p, detectable=smallest, threshold=thresholds.relative)
+    history = case_noise.relative if case_noise is not None else None
+    evidence = verdict.judge_rounds(_rounds(b), _rounds(h), thresholds, cfg.p_threshold, history,
+                                    noise.FIXED_MINIMUM.get(unit or "", 0.0))
+    source = ("rounds" if evidence.test.startswith("welch") else "history") if evidence.noise is not None else ""
+    return replace(case, verdict=evidence.verdict, base=evidence.base, head=evidence.head, test=evidence.test,
+                   p_value=evidence.p_value, rounds=evidence.rounds, detail=evidence.why,
+                   interval=None if evidence.low is None else (evidence.low, evidence.high),
+                   noise=evidence.noise, noise_source=source, detectable=evidence.detectable,
+                   threshold=evidence.tolerance, round_spread=_largest(_spreads(b) + _spreads(h)))
 
 
+DRIFT_SHARE = 0.5
+"""The share of a workload's controls that must move significantly with a subject to call its change drift."""
+
+
+def attribute_drift(cases: list[CaseResult], cfg: RegressConfig) -> list[CaseResult]:
+    """Subjects whose change the controls measured in the same rounds share become "environment".
+
+    The controls of a subject are the control cases of its benchmark (one
+    workload, measured in the same processes' rounds). When at least
+    DRIFT_SHARE of them moved significantly in the subject's direction,
+    their median change is the environment's drift; a regression or
+    improvement that no longer clears its tolerance once that drift is
+    taken out of its change and interval is the environment's.
+    """
+    controls: dict[str, list[CaseResult]] = {}
+    for c in cases:
+        if c.role == "control" and c.interval is not None and c.relative is not None:
+            controls.setdefault(c.benchmark, []).append(c)
+    out = []
+    for c in cases:
+        watched = controls.get(c.benchmark, [])
+        if c.role != "subject" or c.verdict not in ("regression", "improvement") or not watched:
+            out.append(c)
+            continue
+        up = (c.relative or 0) > 0
+        moved = [w for w in watched if (w.interval[0] > 0 if up else w.interval[1] < 0)]
+        if len(moved) < max(1, DRIFT_SHARE * len(watched)):
+            out.append(c)
+            continue
+        drift = statistics.median(math.log1p(w.relative) for w in moved)
+        low, high = (math.expm1(math.log1p(v) - drift) for v in c.interval)
+        corrected = math.expm1(math.log1p(c.relative) - drift)
+        still = (low > 0 if up else high < 0) and abs(corrected) >= (c.threshold or 0)
+        note = (f"{len(moved)} of {len(watched)} controls moved {100 * math.expm1(drift):+.1f}% (median) in the "
+                f"same rounds; {100 * corrected:+.1f}% without that drift")
+        out.append(replace(c, detail=note) if still else replace(c, verdict="environment", detail=note))
+    return out
 def _metric_changes(metrics: pd.DataFrame, base: str, head: str, cfg: RegressConfig) -> list[ResourceChange]:
     """Rows of the compile_metrics table that differ between base and head (both measured)."""
     key = ["kernel", "arch", "metric"]
@@ -273,11 +316,30 @@ def _measured(row: dict[str, Any]) -> bool:
     return row["status"] == "ok" and row["value"] is not None
 
 
-def _rounds(row: dict[str, Any] | None) -> list[float] | None:
-    """The medians of the rounds that measured this side (None: not stored)."""
-    rounds = None if row is None else row.get("rounds")
-    return None if rounds is None else [float(r) for r in rounds]
+def _selected(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The row, or None where the side's runs never selected the case.
+
+    asv keeps a value for every parameter combination of a benchmark; a
+    combination that no run selected is unavailable with no case record
+    (no run id, no reason). A real unavailability has its record's reason.
+    """
+    if row is None or (row["status"] == "unavailable" and not row.get("run_id") and not row.get("reason")):
+        return None
+    return row
 
 
-def _samples(samples: Any) -> list[float]:
-    return [] if samples is None else [float(s) for s in samples if not math.isnan(s)]
+def _rounds(row: dict[str, Any]) -> list[float]:
+    """The medians of the rounds that measured this side; a row without them is one round of its value."""
+    rounds = row.get("rounds")
+    if rounds is None or len(rounds) == 0:
+        return [float(row["value"])]
+    return [float(r) for r in rounds]
+
+
+def _spreads(row: dict[str, Any]) -> list[float]:
+    spreads = row.get("round_spreads")
+    return [] if spreads is None else [float(s) for s in spreads if isinstance(s, (int, float)) and math.isfinite(s)]
+
+
+def _largest(values: list[float]) -> float | None:
+    return max(values) if values else None

@@ -8,11 +8,13 @@ does, so every change is reported exactly, without any statistics).
     [regress]
     relative = 0.2              # fraction of the base value
     noise_k = 3.0               # a step must exceed noise_k x the series' own noise
-    p_threshold = 0.002         # Mann-Whitney level for base-vs-head
+    p_threshold = 0.002         # base-vs-head: the rounds' interval is at 1 - p_threshold
     absolute = { seconds = 1e-5 }            # per unit, in that unit
     bigger_is_better_units = ["TFLOP/s", "GB/s"]
     deterministic_units = ["registers", "bytes", "waves"]
     contract_ignore = ["samples", "clocks", "packages"]   # fields that may differ
+    subject_providers = ["flydsl*"]  # globs: the providers a pull request can change (default: all);
+                                     # the others measured in the same rounds are drift controls
 
     [regress.overrides."moe.*"]               # glob on the benchmark name or "name(params)"
     relative = 0.3
@@ -67,7 +69,12 @@ class RegressConfig:
     # sample count, the clocks read at the time, the package versions (the subject's own
     # version changes with every commit), and a note on how it was taken (why a graph was not used).
     contract_ignore: frozenset[str] = frozenset({"samples", "clocks", "packages", "note"})
+    subject_providers: frozenset[str] = frozenset({"*"})
     overrides: tuple[tuple[str, dict[str, float]], ...] = ()
+
+    def is_subject(self, provider: str | None) -> bool:
+        """Whether a case of this provider is judged (subject) or only watched for drift (control)."""
+        return provider is None or any(fnmatchcase(provider, pattern) for pattern in self.subject_providers)
 
     def thresholds(self, benchmark: str, params: str, unit: str | None) -> Thresholds:
         """Defaults for the unit, then every override whose glob matches, later ones winning."""
@@ -95,6 +102,7 @@ _STRING_LISTS = {
     "bigger_is_better_units": '["TFLOP/s", "GB/s"]',
     "deterministic_units": '["registers", "bytes"]',
     "contract_ignore": '["samples", "clocks", "packages"]',
+    "subject_providers": '["flydsl", "flydsl+append"]',
 }
 _OVERRIDE_KEYS = {"relative", "absolute", "noise_k"}
 _TOP_KEYS = {*_NUMBERS, *_STRING_LISTS, "overrides"}

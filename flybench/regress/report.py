@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import statistics
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -45,14 +46,15 @@ METRIC_LABELS = {
     "vgpr_spill_count": "VGPR spills", "sgpr_spill_count": "SGPR spills",
 }
 _LABELS = {"regression": "regression", "broken": "broken", "improvement": "improvement", "fixed": "fixed",
-           "incomparable": "not comparable", "skipped": "not measured", "unchanged": "unchanged"}
+           "environment": "environment", "ambiguous": "ambiguous", "incomparable": "not comparable",
+           "skipped": "not measured", "unchanged": "unchanged"}
 _STYLE = {"regression": "bold red", "broken": "bold red", "improvement": "green", "fixed": "green",
-          "incomparable": "yellow", "skipped": "dim", "unchanged": ""}
+          "environment": "yellow", "ambiguous": "yellow", "incomparable": "yellow", "skipped": "dim", "unchanged": ""}
 
 Outcome = Comparison | Sequence[Regression]
 FORMATS = ("terminal", "markdown", "json")
 
-LISTED = ("regression", "broken", "improvement", "fixed", "incomparable")
+LISTED = ("regression", "broken", "improvement", "fixed", "environment", "ambiguous", "incomparable")
 """Verdicts the reports list a row per case, in this order; unchanged and not-measured cases are counted."""
 MARKDOWN_LIMIT = 60_000
 """A markdown report is shorter than this many UTF-8 bytes (so characters): a GitHub comment holds 65,536."""
@@ -101,6 +103,7 @@ def to_json(outcome: Outcome) -> str:
             "machine": outcome.machine, "base": outcome.base, "head": outcome.head,
             "p_threshold": outcome.p_threshold,
             "summary": {v: len(outcome.having(v)) for v in VERDICTS},
+            "controls": {v: sum(x.verdict == v for x in outcome.controls) for v in VERDICTS},
             "cases": [{**asdict(c), "relative": _finite(c.relative)} for c in outcome.cases],
             "resources": [asdict(r) for r in outcome.resources],
         }
@@ -142,6 +145,8 @@ def summary_line(comparison: Comparison) -> str:
     counts = [(v, len(comparison.having(v))) for v in VERDICTS]
     parts = [_plural(n, _LABELS[v]) if v in ("regression", "improvement") else f"{n} {_LABELS[v]}"
              for v, n in counts if n or v in ("regression", "improvement", "unchanged")]
+    if comparison.controls:
+        parts.append(controls_text(comparison))
     if comparison.resources:
         parts.append(_plural(len(comparison.resources), "resource change"))
     return (f"{', '.join(parts)} on {comparison.machine} "
@@ -190,25 +195,34 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  [_case_cells(x) for x in c.having("improvement")]),
         _Section(f"Fixed ({n('fixed')})", ("fixed case", "fixed cases"), detail_columns,
                  [_detail_cells(x) for x in c.having("fixed")]),
+        _Section(f"Environment: the drift controls moved too ({n('environment')})",
+                 ("environment change", "environment changes"), case_columns[:-1] + ["controls"],
+                 [_case_cells(x)[:-1] + [x.detail] for x in c.having("environment")]),
+        _Section(f"Ambiguous: the rounds cannot tell yet ({n('ambiguous')})", ("ambiguous case", "ambiguous cases"),
+                 case_columns[:-1] + ["why"], [_case_cells(x)[:-1] + [x.detail] for x in c.having("ambiguous")]),
         _Section(f"Not compared: measurement contracts differ ({n('incomparable')})",
                  ("case not compared", "cases not compared"), detail_columns,
                  [_detail_cells(x) for x in c.having("incomparable")]),
         _Section(f"Resource changes ({len(c.resources)})", ("resource change", "resource changes"), None,
                  [[f"{resource_text(r)}{' (worse)' if r.worse else ''}"] for r in c.resources], summary=True),
-        _Section(f"Cases whose noise keeps them from the threshold ({len(noise_limited(c))})",
+        _Section(f"Cases whose noise hides changes of twice their tolerance ({len(noise_limited(c))})",
                  ("noise-limited case", "noise-limited cases"), ["benchmark", "parameters", "detects", "noise"],
-                 [[f"`{x.benchmark}`", _params(x.params), f"{100 * x.detectable:.1f}% (threshold "
+                 [[f"`{x.benchmark}`", _params(x.params), f"{100 * x.detectable:.1f}% (tolerance "
                    f"{100 * x.threshold:.1f}%)", noise_text(x)] for x in noise_limited(c)], summary=True),
+        _Section(f"Drift controls ({len(c.controls)}): measured in the same rounds, never failing the check",
+                 ("control verdict", "control verdicts"), ["verdict", "cases", "median change"],
+                 control_rows(c), summary=True),
         _Section(f"Not measured on both sides ({_plural(n('skipped'), 'case')}), by provider and reason",
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
     ]
     head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
-    foot = [(f"<sub>{len(c.having('unchanged'))} unchanged. Unchanged and not-measured cases are counted, not "
-             f"listed. A regression needs Mann-Whitney p < {c.p_threshold:g} on the samples "
-             "(or 99% intervals apart) and a change beyond the case's detectable change: the relative "
-             "threshold, or its own noise between rounds or over its history where that is larger (the "
-             "absolute floor where its noise is unknown).</sub>")]
+    foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
+             "process and gives a case one median; a regression needs the "
+             f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
+             "history noise where a side has one round) to lie above zero and the change to reach the "
+             "tolerance. A case whose interval still reaches both sides is ambiguous; \"detects\" is the "
+             "change it calls 90% of the time at its rounds. Cases that no run selected are not reported.</sub>")]
     return _fit(head, sections, foot, limit, _pointer(full_report, "compare"))
 
 
@@ -217,19 +231,52 @@ def noise_limited(c: Comparison) -> list[CaseResult]:
     return sorted((x for x in c.cases if x.noise_limited), key=lambda x: -(x.detectable or 0))
 
 
+def controls_text(c: Comparison) -> str:
+    """'12 controls (median +0.4%)': the drift controls in one phrase."""
+    changes = [x.relative for x in c.controls if x.relative is not None]
+    median = f" (median {100 * statistics.median(changes):+.1f}%)" if changes else ""
+    return f"{_plural(len(c.controls), 'control')}{median}"
+
+
+def control_rows(c: Comparison) -> list[list[str]]:
+    """The controls counted by verdict, with their median change: how the environment moved."""
+    rows = []
+    for v in VERDICTS:
+        group = [x for x in c.controls if x.verdict == v]
+        changes = [x.relative for x in group if x.relative is not None]
+        if group:
+            rows.append([_LABELS[v], str(len(group)),
+                         f"{100 * statistics.median(changes):+.1f}%" if changes else "-"])
+    return rows
+
+
 def noise_text(case: CaseResult) -> str:
     """'0.4% between rounds' / '1.2% over its history' / 'unknown (one round, no history)'."""
     if case.noise is None:
-        return "unknown (one round, no history): the absolute floor applies"
+        return "unknown (one round a side, no history)"
     where = {"rounds": "between rounds", "history": "over its history"}.get(case.noise_source, case.noise_source)
     return f"{100 * case.noise:.2f}% {where}"
 
 
 def detectable_text(case: CaseResult) -> str:
-    """'detects 5.0% here (noise 0.40% between rounds)': the smallest change this comparison can call."""
+    """'detects 5.0% here (noise 0.40% between rounds)': the change this comparison calls 90% of the time."""
     if case.detectable is None:
         return ""
     return f"detects {100 * case.detectable:.1f}% here (noise {noise_text(case)})"
+
+
+def evidence_text(case: CaseResult) -> str:
+    """'3+3 rounds, 99.8% interval +4.1% to +7.9% (welch-t (rounds), p=2.1e-04); rounds' own spread ≤0.5%'."""
+    if case.rounds is None:
+        return case.detail
+    parts = [f"{case.rounds[0]}+{case.rounds[1]} rounds"]
+    if case.interval is not None:
+        low, high = case.interval
+        p = f", p={case.p_value:.1e}" if case.p_value is not None else ""
+        parts.append(f"interval {100 * low:+.1f}% to {100 * high:+.1f}% ({case.test}{p})")
+    if case.round_spread is not None:
+        parts.append(f"spread within a round ≤{100 * case.round_spread:.1f}%")
+    return ", ".join(parts)
 
 
 def not_measured(c: Comparison) -> list[tuple[tuple[str, str], int]]:
@@ -370,8 +417,16 @@ def _comparison_rich(c: Comparison) -> Group:
                        "context")
         for case in listed:
             cells = _case_cells(case)
-            table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5],
-                          case.detail or cells[5], cells[6])
+            evidence = cells[5] if case.rounds is None or not case.detail else f"{cells[5]}; {case.detail}"
+            table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5], evidence,
+                          cells[6])
+        parts.append(table)
+    if c.controls:
+        table = _table("verdict", "cases", "median change",
+                       title=f"drift controls: {_plural(len(c.controls), 'case')} measured in the same rounds, "
+                             "never failing the check")
+        for row in control_rows(c):
+            table.add_row(*row)
         parts.append(table)
     parts += [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
               for r in c.resources]
@@ -419,10 +474,7 @@ def _detail_cells(case: CaseResult) -> list[str]:
 
 
 def _case_cells(case: CaseResult) -> list[str]:
-    if case.test == "mann-whitney":
-        evidence = f"Mann-Whitney p={case.p_value:.1e}"
-    else:
-        evidence = {"ci-99": "99% intervals apart", "none": "no spread recorded"}.get(case.test, case.detail)
+    evidence = evidence_text(case)
     detects = detectable_text(case)
     return [f"`{case.benchmark}`", _params(case.params), value_text(case.base, case.unit),
             value_text(case.head, case.unit), change_text(case.base, case.head, case.unit),
@@ -490,4 +542,6 @@ def _plural(n: int, noun: str) -> str:
 def _with_context(case: CaseResult) -> CaseResult:
     """JSON has no tuples: the context pairs come back as lists."""
     return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()},
-                   counters={name: (pair[0], pair[1]) for name, pair in case.counters.items()})
+                   counters={name: (pair[0], pair[1]) for name, pair in case.counters.items()},
+                   rounds=None if case.rounds is None else (case.rounds[0], case.rounds[1]),
+                   interval=None if case.interval is None else (case.interval[0], case.interval[1]))

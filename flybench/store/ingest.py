@@ -49,6 +49,7 @@ RESULT_COLUMNS = (
     "ci_99_a", "ci_99_b", "q_25", "q_75", "number", "repeat", "samples", "started_at", "duration",
     "benchmark_version", "status", "reason", "contract", "errors", "tolerance", "tflops", "gbps",
     "roofline_fraction", "device", "run_id", "source_file", "flops", "bytes", "floor_s", "rounds",
+    "round_spreads",
 )
 
 

@@ -312,6 +312,10 @@ MIGRATIONS: list[list[str]] = [
         "DELETE FROM regression_steps",
         "DELETE FROM regression_scans",
     ],
+    [  # v10: beside each round's median, the spread of that round's own samples (IQR over median), which a
+        # comparison reports next to the rounds it judged (flybench.regress.verdict)
+        *[f"ALTER TABLE {table} ADD COLUMN round_spreads DOUBLE[]" for table in ("results", "series_heads")],
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -39,8 +39,10 @@ def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
     to asv's own value, which is what asv recorded for a killed process anyway.
     """
     found, warnings = records.read(path)
-    rounds = records.round_medians(found)
-    return {key: {**record, "rounds": rounds.get(key)} for key, record in records.latest(found).items()}, warnings
+    rounds = records.rounds(found)
+    return {key: {**record, "rounds": [r.median for r in rounds.get(key, ())] or None,
+                  "round_spreads": [r.spread for r in rounds.get(key, ())] or None}
+            for key, record in records.latest(found).items()}, warnings
 
 
 def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
@@ -69,6 +71,8 @@ def annotate(row: dict[str, Any], cases: dict[CaseKey, dict[str, Any]]) -> None:
     row.update(fields)
 
 
+ROUND_COLUMNS = ("rounds", "round_spreads")
+"""Per round that measured the case into the file: its median, and its samples' spread (IQR over median)."""
 NO_VALUE = "the case was measured, but this metric has no value here"
 _NUMBERS = ("tolerance", "flops", "bytes", "floor_s", "tflops", "gbps", "roofline_fraction")
 _TEXTS = ("reason", "contract", "errors", "device", "run_id")
@@ -94,7 +98,7 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
     if "reason" in table.column_names:  # the reader's own (a non-finite value), for rows without a record
         extras["reason"] = table["reason"].to_pylist()
         table = table.drop_columns(["reason"])
-    rounds: list[list[float] | None] = [None] * size
+    round_lists: dict[str, list[list[float] | None]] = {name: [None] * size for name in ROUND_COLUMNS}
     for i, record in enumerate(found):
         if record is None:
             continue
@@ -103,9 +107,10 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
                 and all(fields[name] is None or type(fields[name]) is str for name in _TEXTS)):
             return None
         for name, value in fields.items():
-            if name not in ("status", "rounds"):
+            if name != "status" and name not in ROUND_COLUMNS:
                 extras[name][i] = value
-        rounds[i] = fields["rounds"]
+        for name in ROUND_COLUMNS:
+            round_lists[name][i] = fields[name]
         status[i] = fields["status"]
         if status[i] == "ok" and values[i] is None:
             status[i], extras["reason"][i] = "unavailable", NO_VALUE
@@ -113,7 +118,7 @@ def annotate_table(table: pa.Table, cases: dict[CaseKey, dict[str, Any]]) -> pa.
         columns = {name: pa.array(values, pa.string()) for name, values in extras.items() if name in _TEXTS}
         columns.update({name: pa.array(values, pa.float64(), from_pandas=True)  # NaN is NULL, as before
                         for name, values in extras.items() if name in _NUMBERS})
-        columns["rounds"] = pa.array(rounds, pa.list_(pa.float64()))
+        columns.update({name: pa.array(lists, pa.list_(pa.float64())) for name, lists in round_lists.items()})
     except (pa.ArrowException, OverflowError):
         return None
     table = table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string()))
@@ -136,6 +141,7 @@ def _fields(record: dict[str, Any], seconds: Any) -> dict[str, Any]:
         "roofline_fraction": record.get("roofline_fraction"), "device": _json(record.get("device")),
         "run_id": None if record.get("run_id") is None else str(record["run_id"]),
         "rounds": record.get("rounds") or None,
+        "round_spreads": record.get("round_spreads") or None,
     }
     if record.get("version", 1) >= 2:
         counts = (fields["flops"], fields["bytes"], fields["floor_s"])
