@@ -61,12 +61,14 @@ def parse(benchmark: str) -> SuiteName | None:
     return SuiteName(match["workload"], match["set"].lower(), match["method"])
 
 
-def asv_pattern(workload: str, shape_set: str, provider: str, dtype: str) -> str:
-    """An asv `--bench` regex selecting every case of one (workload, shape set, provider, dtype).
+def asv_pattern(workload: str, shape_set: str, provider: str, dtype: str, cases: list[str] | None = None) -> str:
+    """An asv `--bench` regex selecting the cases (default: every case) of one (workload, shape set, provider, dtype).
 
     asv matches parameterized benchmarks as `name('case', 'provider', 'dtype')`.
     """
-    return rf"^{re.escape(benchmark_name(workload, shape_set))}\('[^']*', '{re.escape(provider)}', '{re.escape(dtype)}'\)$"
+    case = "[^']*" if not cases else "(?:" + "|".join(map(re.escape, cases)) + ")"
+    return (rf"^{re.escape(benchmark_name(workload, shape_set))}\('{case}', '{re.escape(provider)}', "
+            rf"'{re.escape(dtype)}'\)$")
 
 
 def series_name(benchmark: str, values: list[object]) -> str:

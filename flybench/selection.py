@@ -49,6 +49,15 @@ def check_shape_set(shape_set: str) -> None:
         raise unknown_name("shape set", shape_set, SHAPE_SETS)
 
 
-def asv_regex(shape_set: str, runnable: list[Choice]) -> list[str]:
-    """asv `--bench` patterns selecting exactly the runnable combinations of one shape set."""
-    return [benchmark_names.asv_pattern(c.workload, shape_set, c.provider, c.dtype) for c in runnable]
+def check_cases(shape_set: str, workloads: list[str], cases: list[str] | None) -> None:
+    """Every named case exists in the shape set of one of the workloads (an unknown one lists the known)."""
+    known = sorted({c.name for name in workloads for c in get_workload(name).cases(shape_set)})
+    for case in cases or []:
+        if case not in known:
+            raise unknown_name(f"case of the {shape_set} set", case, known)
+
+
+def asv_regex(shape_set: str, runnable: list[Choice], cases: list[str] | None = None) -> list[str]:
+    """asv `--bench` patterns selecting exactly the runnable combinations of one shape set (only `cases`, if
+    given)."""
+    return [benchmark_names.asv_pattern(c.workload, shape_set, c.provider, c.dtype, cases) for c in runnable]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from flybench import envvars, hardware, run_identity
 from flybench.errors import FlybenchError
-from flybench.selection import Choice, asv_regex, check_shape_set, choices
+from flybench.selection import Choice, asv_regex, check_cases, check_shape_set, choices
 
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout flybench is installed from: benchmarks import its flybench where the measured repository has none."""
@@ -40,6 +40,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
     parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
     parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
+    parser.add_argument("--case", "-c", action="append",
+                        help="only the case of this name, as `flybench list` shows it (repeatable)")
     parser.add_argument("--commit", default=None,
                         help="commit to attribute results to: hash, branch or tag of the measured repository "
                              "(default: its HEAD)")
@@ -67,6 +69,7 @@ def main(args: argparse.Namespace) -> int:
     shape_set = args.shape_set or ("tiny" if device.kind == "cpu" else "quick")
     check_shape_set(shape_set)
     combos = choices(device, args.workload, args.provider, args.dtype)
+    check_cases(shape_set, sorted({c.workload for c in combos}), args.case)
     machine = args.machine or hardware.machine_name(device)
     print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
           f"machine: {machine}; shape set: {shape_set}")
@@ -81,9 +84,9 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
     if args.dry_run:
         return 0
-    results_dir = _results_dir(config)
+    results = results_dir(config)
     _register_machine(str(config), machine, device)
-    run = run_identity.exports(commit, _asv_env_name(str(config)), machine, results_dir)
+    run = run_identity.exports(commit, _asv_env_name(str(config)), machine, results)
     source = repo if repo is not None and (repo / "flybench" / "__init__.py").is_file() else ROOT
     env = {**os.environ, **run,
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
@@ -96,17 +99,17 @@ def main(args: argparse.Namespace) -> int:
     for number, (workload, chunk) in enumerate(chunks.items(), start=1):
         providers = sorted({c.provider for c in chunk})
         print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
-        patterns = [arg for pattern in asv_regex(shape_set, chunk) for arg in ("--bench", pattern)]
+        patterns = [arg for pattern in asv_regex(shape_set, chunk, args.case) for arg in ("--bench", pattern)]
         done = subprocess.run(command + patterns, cwd=config.resolve().parent, env=env)
         code = max(code, done.returncode)
-    print(f"results: {results_dir / machine}")
+    print(f"results: {results / machine}")
     from flybench.cli._summary import print_run_summary
 
-    print_run_summary(results_dir / machine, run[envvars.RUN_ID])
+    print_run_summary(results / machine, run[envvars.RUN_ID])
     if args.counters:
         from flybench.cli._counters import counter_pass
 
-        counter_pass(results_dir, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
+        counter_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
     return code
 
 
@@ -147,7 +150,7 @@ def _asv_env_name(config: str) -> str:
 
 def _default_config(cwd: Path) -> Path:
     """asv.conf.json at the top of the git repository `cwd` is in."""
-    top = _git(cwd, "rev-parse", "--show-toplevel")
+    top = git_output(cwd, "rev-parse", "--show-toplevel")
     if top is None:
         raise FlybenchError(f"{cwd} is in no git repository: run flybench run inside a clone of the repository to "
                             "measure, or pass --config (and --commit)")
@@ -172,14 +175,14 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
         raise FlybenchError(f"{config} measures the remote repository {repo}: pass --commit with a full 40-digit "
                             f"commit hash of it (not {ref!r})")
     where = (config.resolve().parent / repo).resolve()
-    full = _git(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    full = git_output(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if full is None:
         raise FlybenchError(f"commit {ref!r} is not in the repository {where} (which {config} measures): "
                             "pass a commit hash, branch or tag of it with --commit")
     return where, full
 
 
-def _git(where: Path, *words: str) -> str | None:
+def git_output(where: Path, *words: str) -> str | None:
     """The output of `git -C where words...`, or None when git fails (or is not installed)."""
     try:
         done = subprocess.run(["git", "-C", str(where), *words], capture_output=True, text=True)
@@ -195,7 +198,8 @@ def _read_config(config: Path) -> dict:
         raise FlybenchError(f"cannot read asv config {config}: {exc}") from exc
 
 
-def _results_dir(config: Path) -> Path:
+def results_dir(config: Path) -> Path:
+    """The results folder the asv config names, absolute."""
     return (config.resolve().parent / _read_config(config).get("results_dir", "results")).resolve()
 
 

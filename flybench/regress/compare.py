@@ -102,6 +102,8 @@ class Comparison:
     p_threshold: float
     cases: list[CaseResult] = field(default_factory=list)
     resources: list[ResourceChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """How the evidence was gathered (the gate's rounds and what its time budget bought), shown above the cases."""
 
     def having(self, verdict: str) -> list[CaseResult]:
         """The subject cases with this verdict (controls are `controls`)."""

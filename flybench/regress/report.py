@@ -106,6 +106,7 @@ def to_json(outcome: Outcome) -> str:
             "controls": {v: sum(x.verdict == v for x in outcome.controls) for v in VERDICTS},
             "cases": [{**asdict(c), "relative": _finite(c.relative)} for c in outcome.cases],
             "resources": [asdict(r) for r in outcome.resources],
+            "notes": outcome.notes,
         }
     else:
         data = [{**asdict(r), "relative": _finite(r.step.relative), "absolute": r.step.absolute} for r in outcome]
@@ -119,7 +120,8 @@ def from_json(text: str) -> Comparison:
         known = {f.name for f in fields(CaseResult)}
         cases = [_with_context(CaseResult(**{k: v for k, v in case.items() if k in known})) for case in data["cases"]]
         resources = [ResourceChange(**r) for r in data.get("resources", [])]
-        return Comparison(data["machine"], data["base"], data["head"], data["p_threshold"], cases, resources)
+        return Comparison(data["machine"], data["base"], data["head"], data["p_threshold"], cases, resources,
+                          [str(note) for note in data.get("notes", [])])
     except (ValueError, KeyError, TypeError) as exc:
         raise FlybenchError(f"not a comparison written by `flybench compare --format json`: {exc}") from exc
 
@@ -216,7 +218,8 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
     ]
-    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
+    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", "",
+            *([*(f"- {note}" for note in c.notes), ""] if c.notes else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
              f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
@@ -410,7 +413,7 @@ def _size(text: str) -> int:
 
 
 def _comparison_rich(c: Comparison) -> Group:
-    parts: list[RenderableType] = [Text(summary_line(c), style="bold")]
+    parts: list[RenderableType] = [Text(summary_line(c), style="bold"), *(Text(f"- {n}") for n in c.notes)]
     listed = [case for verdict in LISTED for case in c.having(verdict)]
     if listed:
         table = _table("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail",

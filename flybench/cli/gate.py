@@ -1,0 +1,194 @@
+"""`flybench gate BASE HEAD`: measure a pull request's base and head in interleaved rounds and judge it.
+
+The check a pull request gets, run the same way on a CI runner and on an
+engineer's own GPU. Both commits are checked out as worktrees of the
+subject's repository; each side is measured with its own code, one process
+per side, workload and round (`flybench run --append-samples`), in the
+schedule of `flybench.rounds`: a few rounds of everything, then more rounds
+of the subject cases whose verdict is still ambiguous, within a time
+budget. Each round gives a case one median, and the verdicts are judged
+over those medians (`flybench.regress.verdict`); providers outside
+`[regress] subject_providers` are drift controls that never fail the check.
+
+Exit status: 0 pass, 1 a regression or a case that broke, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from flybench import benchmark_names, hardware
+from flybench.cli._output import output_path
+from flybench.cli.run import git_output, results_dir
+from flybench.errors import FlybenchError
+from flybench.rounds import Case, Selection, run_rounds
+from flybench.selection import check_shape_set
+
+ASV_CONFIG = "asv.conf.json"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "gate", help="measure base and head in interleaved rounds and judge the pull request",
+        description="Check out BASE and HEAD of the subject's repository, measure both in interleaved rounds "
+                    "(one process per side, workload and round), add rounds for the cases still ambiguous, and "
+                    "judge over the rounds' medians. Exit status: 0 pass, 1 regression or broken case, "
+                    "2 bad input.")
+    parser.add_argument("base", help="base commit (hash, branch or tag)")
+    parser.add_argument("head", help="head commit (hash, branch or tag)")
+    parser.add_argument("--repo", type=Path, default=None,
+                        help="the subject's git repository (default: the one the current directory is in)")
+    parser.add_argument("--workdir", type=Path, default=None,
+                        help="where the worktrees, results and database go (default: a folder per commit pair "
+                             "under the system's temporary directory)")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rounds an earlier gate of the same pair left in --workdir and add to them")
+    parser.add_argument("--set", dest="shape_set", default="quick", help="shape set (default: quick)")
+    parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
+    parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
+    parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
+    parser.add_argument("--machine", default=None, help="asv machine name (default: gate-<host>-<accelerator>)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of everything selected (default: 3)")
+    parser.add_argument("--max-rounds", type=int, default=8,
+                        help="rounds a case gets at most, the ambiguous ones (default: 8)")
+    parser.add_argument("--budget-minutes", type=float, default=60.0,
+                        help="no round is added that would end past this (default: 60); the first rounds always run")
+    parser.add_argument("--config", type=Path, help="flybench.toml with a [regress] section (thresholds, subjects)")
+    parser.add_argument("--json", type=output_path, help="write the JSON report (every case) here")
+    parser.add_argument("--markdown", type=output_path, help="write the markdown report (a PR comment) here")
+    return parser
+
+
+def main(args: argparse.Namespace) -> int:
+    from flybench.regress import exit_code, load_config
+    from flybench.regress.report import write
+
+    check_shape_set(args.shape_set)
+    if not 1 <= args.rounds <= args.max_rounds:
+        raise FlybenchError(f"--rounds {args.rounds} must be at least 1 and at most --max-rounds {args.max_rounds}")
+    if args.budget_minutes <= 0:
+        raise FlybenchError(f"--budget-minutes {args.budget_minutes:g} must be above 0")
+    cfg = load_config(args.config)  # a wrong config is bad input before anything is measured
+    repo = _toplevel(args.repo or Path.cwd())
+    base, head = (_resolve(repo, ref) for ref in (args.base, args.head))
+    machine = args.machine or f"gate-{hardware.machine_name(hardware.detect())}"
+    workdir = (args.workdir or Path(tempfile.gettempdir()) / "flybench-gate" / f"{repo.name}-{base[:8]}-{head[:8]}")
+    trees = {"base": _worktree(repo, workdir / "base", base), "head": _worktree(repo, workdir / "head", head)}
+    commits = {"base": base, "head": head}
+    _check_fresh(trees, machine, args.resume)
+    db = workdir / "gate.duckdb"
+    selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()))
+                  for w in (args.workload or _workloads())]
+
+    def measure(side: str, selection: Selection) -> None:
+        _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)
+
+    def ambiguous() -> list[Case]:
+        return _ambiguous(_judge(trees, db, machine, base, head, cfg))
+
+    print(f"gate: {repo} base {base[:8]} head {head[:8]} on {machine}; work in {workdir}", flush=True)
+    schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
+                          budget_s=60 * args.budget_minutes)
+    comparison = _judge(trees, db, machine, base, head, cfg)
+    comparison = replace(comparison, notes=schedule.summary(60 * args.budget_minutes, args.max_rounds))
+    write(comparison, "terminal")
+    if args.json:
+        write(comparison, "json", args.json)
+    if args.markdown:
+        write(comparison, "markdown", args.markdown)
+    return exit_code(comparison)
+
+
+def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str, cfg):
+    """Ingest both sides' results so far and compare them."""
+    from flybench.regress.compare import compare
+    from flybench.store import ingest
+
+    for tree in trees.values():
+        report = ingest(_results_dir(tree), db)
+        if not report.ok:
+            raise FlybenchError(f"the results in {_results_dir(tree)} could not be stored: {report.summary()}")
+    return compare(db, machine, base, head, config=cfg)
+
+
+def _ambiguous(comparison) -> list[Case]:
+    """The subject cases still ambiguous, as (workload, case, provider, dtype)."""
+    found = []
+    for case in comparison.having("ambiguous"):
+        name = benchmark_names.parse(case.benchmark)
+        if name is not None:
+            found.append((name.workload, str(case.params["case"]), str(case.params["provider"]),
+                          str(case.params["dtype"])))
+    return found
+
+
+def _run_side(tree: Path, commit: str, machine: str, shape_set: str, selection: Selection, workdir: Path) -> None:
+    """One measuring process of one side: `flybench run` over the side's own checkout.
+
+    It runs from `workdir`, so that this flybench's CLI runs it; the
+    benchmarks import the side's own flybench (ASV_PYTHONPATH, set by run).
+    A run that fails is not fatal: its cases are recorded as failed, and the
+    comparison says so.
+    """
+    command = [sys.executable, "-m", "flybench", "run", "--config", str(tree / ASV_CONFIG), "--commit", commit,
+               "--machine", machine, "--set", shape_set, "--append-samples", "-w", selection.workload,
+               *[arg for p in selection.providers for arg in ("-p", p)],
+               *[arg for d in selection.dtypes for arg in ("-d", d)],
+               *[arg for c in selection.cases for arg in ("-c", c)]]
+    print(f"gate: {'base' if tree.name == 'base' else 'head'} {selection.workload}"
+          f"{' (' + ', '.join(selection.cases) + ')' if selection.cases else ''}", flush=True)
+    done = subprocess.run(command, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if done.returncode == 2:
+        raise FlybenchError(f"flybench run refused the selection for {selection.workload} on {tree.name}: see above")
+
+
+def _results_dir(tree: Path) -> Path:
+    return results_dir(tree / ASV_CONFIG)
+
+
+def _check_fresh(trees: dict[str, Path], machine: str, resume: bool) -> None:
+    """Rounds left by an earlier gate would count as this one's: refuse them unless --resume says to add to them."""
+    left = [_results_dir(tree) / machine for tree in trees.values() if (_results_dir(tree) / machine).is_dir()]
+    if left and not resume:
+        raise FlybenchError(f"{left[0]} holds rounds of an earlier gate of this pair: pass --resume to add to them, "
+                            "or --workdir to start elsewhere")
+
+
+def _workloads() -> list[str]:
+    from flybench.workloads import WORKLOADS
+
+    return list(WORKLOADS)
+
+
+def _toplevel(path: Path) -> Path:
+    top = git_output(path, "rev-parse", "--show-toplevel")
+    if top is None:
+        raise FlybenchError(f"{path} is in no git repository: pass --repo with a clone of the repository to gate")
+    return Path(top)
+
+
+def _resolve(repo: Path, ref: str) -> str:
+    full = git_output(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if full is None:
+        raise FlybenchError(f"{ref!r} is not a commit of {repo}: pass a hash, branch or tag of it "
+                            "(a shallow clone may need `git fetch --unshallow`)")
+    return full
+
+
+def _worktree(repo: Path, where: Path, commit: str) -> Path:
+    """A checkout of `commit` at `where`: a git worktree of `repo`, made or moved to the commit."""
+    if (where / ".git").exists():
+        if git_output(where, "checkout", "--quiet", "--detach", commit) is None:
+            raise FlybenchError(f"cannot check out {commit[:12]} in {where}: remove that folder or pass --workdir")
+        return where
+    where.parent.mkdir(parents=True, exist_ok=True)
+    if git_output(repo, "worktree", "add", "--detach", "--force", str(where), commit) is None:
+        raise FlybenchError(f"git could not make a worktree of {repo} at {where}: remove that folder or pass "
+                            "--workdir")
+    return where
