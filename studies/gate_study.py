@@ -102,8 +102,9 @@ def prepare(out: Path) -> dict[str, str]:
         else:
             shutil.copy(source, out / name)
     (out / ".gitignore").write_text("results/\n.asv/\n__pycache__/\n")
-    _git(out, "init", "-q", "-b", "base")
+    _git(out, "init", "-q", "-b", "main")  # the branch asv.conf.json names
     commits = {"base": _commit(out, "base")}
+    _git(out, "branch", "base")
     _git(out, "checkout", "-q", "-b", "aa", "base")
     (out / "NOTES.md").write_text("A docs-only change: an A/A head.\n")
     commits["aa"] = _commit(out, "docs only")

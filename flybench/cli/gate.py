@@ -146,6 +146,9 @@ def _run_side(tree: Path, commit: str, machine: str, shape_set: str, selection: 
     done = subprocess.run(command, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if done.returncode == 2:
         raise FlybenchError(f"flybench run refused the selection for {selection.workload} on {tree.name}: see above")
+    if not any((results_dir(tree / ASV_CONFIG) / machine).glob("*.cases.jsonl")):
+        raise FlybenchError(f"the {tree.name} side measured nothing ({selection.workload}; flybench run exited "
+                            f"{done.returncode}): see its output above")
 
 
 def _results_dir(tree: Path) -> Path:
