@@ -16,6 +16,7 @@ Exit status: 0 pass, 1 a regression or a case that broke, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def main(args: argparse.Namespace) -> int:
         _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)
 
     def ambiguous() -> list[Case]:
-        return _ambiguous(_judge(trees, db, machine, base, head, cfg))
+        return _ambiguous(_judge(trees, db, machine, base, head, cfg), args.max_rounds)
 
     print(f"gate: {repo} base {base[:8]} head {head[:8]} on {machine}; work in {workdir}", flush=True)
     schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
@@ -117,11 +118,22 @@ def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str,
     return compare(db, machine, base, head, config=cfg)
 
 
-def _ambiguous(comparison) -> list[Case]:
-    """The subject cases still ambiguous, as (workload, case, provider, dtype)."""
+def _ambiguous(comparison, cap: int) -> list[Case]:
+    """The subject cases still ambiguous that more rounds could settle, as (workload, case, provider, dtype).
+
+    A case whose noise between rounds is so large that even `cap` rounds a
+    side would leave it unable to see a change of twice its tolerance (its
+    detectable change shrinks about as the square root of the rounds) gets
+    no more rounds: it stays ambiguous, and the budget goes to cases that
+    can be settled.
+    """
     found = []
     for case in comparison.having("ambiguous"):
         name = benchmark_names.parse(case.benchmark)
+        if case.detectable is not None and case.rounds and case.threshold is not None:
+            at_cap = case.detectable * math.sqrt((1 / case.rounds[0] + 1 / case.rounds[1]) / (2 / cap))
+            if at_cap > 2 * case.threshold:
+                continue
         if name is not None:
             found.append((name.workload, str(case.params["case"]), str(case.params["provider"]),
                           str(case.params["dtype"])))
