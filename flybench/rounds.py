@@ -85,7 +85,7 @@ def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selectio
 
     `measure(side, selection)` runs one measuring process; `ambiguous()`
     judges what has been measured so far and names the subject cases whose
-    verdict is still ambiguous.
+    verdict is still ambiguous and that more rounds could settle.
     """
     if initial < 1 or cap < initial:
         raise ValueError(f"rounds: initial {initial} must be at least 1 and at most the cap {cap}")
@@ -98,7 +98,7 @@ def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selectio
     for number in range(initial + 1, cap + 1):
         schedule.ambiguous = ambiguous()
         if not schedule.ambiguous:
-            schedule.stopped = "no case ambiguous"
+            schedule.stopped = "no ambiguous case that more rounds could settle"
             return schedule
         again = rerun(schedule.ambiguous)
         last = schedule.rounds[-1]
@@ -111,7 +111,7 @@ def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selectio
         schedule.rounds.append(_round(number, again, measure, clock, adaptive=True))
     schedule.ambiguous = ambiguous()
     schedule.stopped = (f"{len(schedule.ambiguous)} still ambiguous at the cap of {cap} rounds"
-                        if schedule.ambiguous else "no case ambiguous")
+                        if schedule.ambiguous else "no ambiguous case that more rounds could settle")
     return schedule
 
 

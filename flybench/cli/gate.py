@@ -16,7 +16,6 @@ Exit status: 0 pass, 1 a regression or a case that broke, 2 bad input.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from flybench import benchmark_names, hardware
 from flybench.cli._output import output_path
 from flybench.cli.run import git_output, results_dir
 from flybench.errors import FlybenchError
+from flybench.regress.verdict import detectable_at
 from flybench.rounds import Case, Selection, run_rounds
 from flybench.selection import check_shape_set
 
@@ -122,17 +122,15 @@ def _ambiguous(comparison, cap: int) -> list[Case]:
     """The subject cases still ambiguous that more rounds could settle, as (workload, case, provider, dtype).
 
     A case whose noise between rounds is so large that even `cap` rounds a
-    side would leave it unable to see a change of twice its tolerance (its
-    detectable change shrinks about as the square root of the rounds) gets
-    no more rounds: it stays ambiguous, and the budget goes to cases that
-    can be settled.
+    side would leave it unable to see a change of twice its tolerance
+    (`verdict.detectable_at`) gets no more rounds: it stays ambiguous, and
+    the budget goes to cases that can be settled.
     """
     found = []
     for case in comparison.having("ambiguous"):
         name = benchmark_names.parse(case.benchmark)
-        if case.detectable is not None and case.rounds and case.threshold is not None:
-            at_cap = case.detectable * math.sqrt((1 / case.rounds[0] + 1 / case.rounds[1]) / (2 / cap))
-            if at_cap > 2 * case.threshold:
+        if case.noise_source == "rounds" and case.noise is not None and case.threshold is not None:
+            if detectable_at(case.noise, cap, case.threshold, comparison.p_threshold) > 2 * case.threshold:
                 continue
         if name is not None:
             found.append((name.workload, str(case.params["case"]), str(case.params["provider"]),

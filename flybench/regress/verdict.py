@@ -103,7 +103,7 @@ def judge_rounds(base_rounds: Sequence[float], head_rounds: Sequence[float], thr
         verdict = "unchanged"
     else:
         verdict = "ambiguous"
-    detectable = math.expm1(max(band + POWER_Z * se, (critical + POWER_Z) * se))
+    detectable = _detectable(band, se, critical)
     why = "" if verdict != "ambiguous" else (
         f"the {100 * (1 - p_threshold):g}% interval {_pct(math.expm1(low))} to {_pct(math.expm1(high))} "
         f"reaches both sides of the {100 * tolerance:.1f}% tolerance or of no change")
@@ -133,6 +133,18 @@ def _interval(x: list[float], y: list[float], diff: float, confidence: float, hi
         return diff, diff, 0.0 if diff else 1.0, "normal (history noise)", 0.0, 0.0, critical
     p_value = float(2 * stats.norm.sf(abs(diff) / se))
     return diff - critical * se, diff + critical * se, p_value, "normal (history noise)", history_noise, se, critical
+
+
+def detectable_at(noise: float, rounds: int, tolerance: float, p_threshold: float) -> float:
+    """The change a case of this noise between rounds would detect with `rounds` rounds a side (Welch's t)."""
+    se = math.log1p(noise) * math.sqrt(2 / rounds)
+    critical = float(stats.t.ppf(1 - p_threshold / 2, 2 * rounds - 2))
+    return _detectable(math.log1p(tolerance), se, critical)
+
+
+def _detectable(band: float, se: float, critical: float) -> float:
+    """The true change called with 90% probability: past the tolerance and clear of zero, each by POWER_Z."""
+    return math.expm1(max(band + POWER_Z * se, (critical + POWER_Z) * se))
 
 
 def _logs(values: Sequence[float]) -> list[float]:
