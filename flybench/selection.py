@@ -49,12 +49,19 @@ def check_shape_set(shape_set: str) -> None:
         raise unknown_name("shape set", shape_set, SHAPE_SETS)
 
 
-def check_cases(shape_set: str, workloads: list[str], cases: list[str] | None) -> None:
-    """Every named case exists in the shape set of one of the workloads (an unknown one lists the known)."""
-    known = sorted({c.name for name in workloads for c in get_workload(name).cases(shape_set)})
-    for case in cases or []:
+def with_cases(shape_set: str, workloads: list[str], cases: list[str] | None) -> list[str]:
+    """The workloads that hold one of the named cases in the shape set (all of them when none is named).
+
+    A named case that none of the workloads holds is an error that lists the known ones.
+    """
+    if not cases:
+        return workloads
+    names = {name: {c.name for c in get_workload(name).cases(shape_set)} for name in workloads}
+    known = sorted(set().union(*names.values()))
+    for case in cases:
         if case not in known:
             raise unknown_name(f"case of the {shape_set} set", case, known)
+    return [name for name in workloads if names[name] & set(cases)]
 
 
 def asv_regex(shape_set: str, runnable: list[Choice], cases: list[str] | None = None) -> list[str]:

@@ -412,3 +412,18 @@ def test_results_json_is_parsed_as_asv_parses_it(tmp_path: Path, document: str) 
     path.write_text(document[: len(document) // 2])
     with pytest.raises(Exception, match="Error parsing JSON"):
         load_json(path, 2)
+
+
+def test_a_tree_without_benchmarks_json_names_case_suites_by_their_scheme(results: Path, db: Path,
+                                                                          tmp_path: Path) -> None:
+    """Ingested first into an empty store, a copied tree without benchmarks.json still matches later trees:
+    the case suite's parameters are case, provider and dtype, not p0, p1, p2; other benchmarks say why not."""
+    (results / "benchmarks.json").unlink()
+    report = ingest(results, db)
+    assert report.ok and any("case suites are named by their own scheme" in w for w in report.warnings)
+    with connect(db, read_only=True) as conn:
+        keys = {tuple(json.loads(p)) for (p,) in conn.execute(
+            "SELECT DISTINCT params FROM results WHERE benchmark = 'attention.Quick.track_time'").fetchall()}
+        units = {u for (u,) in conn.execute(
+            "SELECT DISTINCT unit FROM results WHERE benchmark = 'attention.Quick.track_time'").fetchall()}
+    assert keys == {("case", "provider", "dtype")} and units == {"seconds"}

@@ -29,7 +29,7 @@ from flybench.cli.run import git_output, results_dir
 from flybench.errors import FlybenchError
 from flybench.regress.verdict import detectable_at
 from flybench.rounds import Case, Selection, run_rounds
-from flybench.selection import check_shape_set
+from flybench.selection import check_shape_set, with_cases
 
 ASV_CONFIG = "asv.conf.json"
 
@@ -54,6 +54,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
     parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
     parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
+    parser.add_argument("--case", "-c", action="append", help="only the case of this name (repeatable)")
     parser.add_argument("--machine", default=None, help="asv machine name (default: gate-<host>-<accelerator>)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of everything selected (default: 3)")
     parser.add_argument("--max-rounds", type=int, default=8,
@@ -76,6 +77,7 @@ def main(args: argparse.Namespace) -> int:
     if args.budget_minutes <= 0:
         raise FlybenchError(f"--budget-minutes {args.budget_minutes:g} must be above 0")
     cfg = load_config(args.config)  # a wrong config is bad input before anything is measured
+    workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
     repo = _toplevel(args.repo or Path.cwd())
     base, head = (_resolve(repo, ref) for ref in (args.base, args.head))
     machine = args.machine or f"gate-{hardware.machine_name(hardware.detect())}"
@@ -84,8 +86,8 @@ def main(args: argparse.Namespace) -> int:
     commits = {"base": base, "head": head}
     _check_fresh(trees, machine, args.resume)
     db = workdir / "gate.duckdb"
-    selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()))
-                  for w in (args.workload or _workloads())]
+    selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
+                  for w in workloads]
 
     def measure(side: str, selection: Selection) -> None:
         _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from flybench import envvars, hardware, run_identity
 from flybench.errors import FlybenchError
-from flybench.selection import Choice, asv_regex, check_cases, check_shape_set, choices
+from flybench.selection import Choice, asv_regex, check_shape_set, choices, with_cases
 
 ROOT = Path(__file__).resolve().parents[2]
 """The checkout flybench is installed from: benchmarks import its flybench where the measured repository has none."""
@@ -69,7 +69,8 @@ def main(args: argparse.Namespace) -> int:
     shape_set = args.shape_set or ("tiny" if device.kind == "cpu" else "quick")
     check_shape_set(shape_set)
     combos = choices(device, args.workload, args.provider, args.dtype)
-    check_cases(shape_set, sorted({c.workload for c in combos}), args.case)
+    workloads = with_cases(shape_set, sorted({c.workload for c in combos}), args.case)
+    combos = [c for c in combos if c.workload in workloads]
     machine = args.machine or hardware.machine_name(device)
     print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
           f"machine: {machine}; shape set: {shape_set}")

@@ -33,6 +33,7 @@ from asv import util
 from asv.benchmarks import Benchmarks
 from asv.results import Results
 
+from flybench import benchmark_names
 from flybench.errors import FlybenchError
 
 BAD_FILE = (util.UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError)
@@ -647,12 +648,18 @@ def definition_of(benchmarks: dict[str, BenchmarkDef], name: str, count: int) ->
     benchmark that has left it (retired, renamed) is named after a method
     of its class that is still defined with as many parameters, as asv
     gives every method of a class the class's `params` and `param_names`;
-    its unit then follows from its name's prefix (`_unit_of`). None when
-    nothing says more: the parameters are then `p0`, `p1`, ...
+    its unit then follows from its name's prefix (`_unit_of`). A flybench
+    case suite with no definition at all is named by flybench's own scheme
+    (case, provider, dtype; seconds), so a tree copied without its
+    benchmarks.json still matches the same cases stored from other trees.
+    None when nothing says more: the parameters are then `p0`, `p1`, ...
     """
     definition = benchmarks.get(name)
     if definition is not None:
         return definition
+    suite = benchmark_names.parse(name)
+    if suite is not None and suite.method == benchmark_names.TRACK and count == len(benchmark_names.PARAM_NAMES):
+        return BenchmarkDef(name, list(benchmark_names.PARAM_NAMES), [], "seconds", "track", None)
     cached = _DERIVED.get((name, count))
     if cached is not None and benchmarks.get(cached[0].name) is cached[0]:
         return cached[1]

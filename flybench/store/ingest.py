@@ -120,8 +120,10 @@ def ingest(
     report = IngestReport(str(db_path), subject)
     benchmarks = load_benchmarks(benchmarks_path) if benchmarks_path.is_file() else {}
     if not benchmarks_path.is_file():
-        report.warnings.append(f"no {benchmarks_path} (asv writes it with each run): parameters are named "
-                               "after definitions stored before, else p0, p1, ...; units follow the names")
+        report.warnings.append(f"no {benchmarks_path} (asv writes it with each run): flybench's case suites are named "
+                               "by their own scheme (case, provider, dtype), other benchmarks after definitions "
+                               "stored before, else p0, p1, ... (copy the tree's benchmarks.json beside it to "
+                               "name them)")
     machine_dirs = sorted(p for p in root.iterdir() if p.is_dir())
     # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}

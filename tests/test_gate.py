@@ -1,0 +1,109 @@
+"""`flybench gate`: the rounds' schedule, and the whole path on the CPU (worktrees, a process per side and round)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flybench.cli import main
+from flybench.rounds import Selection, rerun, run_rounds
+from studies import gate_study
+
+
+class Clock:
+    """A clock that each measured process moves on by its cost."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_rounds_interleave_alternate_and_add_rounds_only_for_the_ambiguous() -> None:
+    clock, calls = Clock(), []
+    still = [[("moe", "c1", "triton", "bf16"), ("moe", "c2", "torch", "bf16")], [("moe", "c1", "triton", "bf16")], []]
+
+    def measure(side: str, selection: Selection) -> None:
+        calls.append((side, selection))
+        clock.now += 10
+
+    schedule = run_rounds([Selection("moe"), Selection("attention")], measure, lambda: still.pop(0),
+                          initial=3, cap=8, budget_s=3600, clock=clock)
+    sides = [side for side, _ in calls]
+    assert sides[:12] == ["base", "head"] * 2 + ["head", "base"] * 2 + ["base", "head"] * 2  # per workload, ABBA
+    extra = [selection for _, selection in calls[12:]]
+    assert extra == [Selection("moe", ("torch", "triton"), ("bf16",), ("c1", "c2"))] * 2 + \
+                    [Selection("moe", ("triton",), ("bf16",), ("c1",))] * 2
+    assert [r.adaptive for r in schedule.rounds] == [False] * 3 + [True] * 2
+    assert schedule.stopped == "no ambiguous case that more rounds could settle" and schedule.ambiguous == []
+    summary = schedule.summary(3600, 8)
+    assert summary[0].startswith("3 rounds of everything selected") and "2 more rounds" in summary[1]
+
+
+def test_rounds_stop_at_the_budget_and_at_the_cap() -> None:
+    clock = Clock()
+
+    def measure(side: str, selection: Selection) -> None:
+        clock.now += 100
+
+    always = [("moe", "c1", "triton", "bf16")]
+    short = run_rounds([Selection("moe", ("triton",), ("bf16",), ("c1",))], measure, lambda: always, initial=2,
+                       cap=8, budget_s=450, clock=clock)
+    assert len(short.rounds) == 2 and "would not fit in the budget" in short.stopped  # 400 s spent, 200 more
+    capped = run_rounds([Selection("moe")], measure, lambda: always, initial=2, cap=4, budget_s=1e9, clock=Clock())
+    assert len(capped.rounds) == 4 and capped.stopped == "1 still ambiguous at the cap of 4 rounds"
+    with pytest.raises(ValueError):
+        run_rounds([Selection("moe")], measure, lambda: [], initial=3, cap=2)
+
+
+def test_a_rerun_covers_each_workloads_ambiguous_cases_in_one_process() -> None:
+    selections = rerun([("moe", "a", "torch", "bf16"), ("attention", "b", "flex", "fp16"),
+                        ("moe", "c", "triton", "bf16")])
+    assert selections == [Selection("attention", ("flex",), ("fp16",), ("b",)),
+                          Selection("moe", ("torch", "triton"), ("bf16",), ("a", "c"))]
+
+
+@pytest.fixture(scope="module")
+def subject(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A repository of this project's files with a base commit, a docs-only head and a planted head."""
+    root = tmp_path_factory.mktemp("subject") / "repo"
+    gate_study.prepare(root)
+    return root
+
+
+def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: Path, tmp_path: Path,
+                                                                       capsys) -> None:
+    """On the CPU: two rounds a side of one tiny torch MoE case, each a `flybench run` of its own, judged over
+    the rounds; the reports say how many rounds and what the budget bought."""
+    out = tmp_path / "gate.json"
+    args = ["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--set", "tiny",
+            "-w", "moe", "-p", "torch", "-d", "bf16", "-c", "tiny-h64-i32-e16k4-t1", "--rounds", "2",
+            "--max-rounds", "2", "--json", str(out), "--markdown", str(tmp_path / "gate.md")]
+    assert main(args) == 0
+    data = json.loads(out.read_text())
+    (case,) = data["cases"]
+    assert case["params"] == {"case": "tiny-h64-i32-e16k4-t1", "provider": "torch", "dtype": "bf16"}
+    assert case["rounds"] == [2, 2] and case["verdict"] in ("unchanged", "ambiguous")
+    assert case["test"] == "welch-t (rounds)" and case["noise_source"] == "rounds"
+    assert data["notes"][0].startswith("2 rounds of everything selected, base and head interleaved")
+    text = (tmp_path / "gate.md").read_text()
+    assert "- 2 rounds of everything selected, base and head interleaved" in text
+    records = list((tmp_path / "work" / "head" / "results" / "flybench").glob("gate-*/*.cases.jsonl"))
+    assert len(records) == 1 and len({json.loads(line)["run_id"] for line in records[0].read_text().splitlines()}) == 2
+    capsys.readouterr()
+    # the same pair again without --resume would count the old rounds as its own: refused, exit 2
+    assert main(args) == 2
+    assert "pass --resume" in capsys.readouterr().err
+
+
+def test_the_gate_refuses_bad_input_before_measuring(subject: Path, tmp_path: Path, capsys) -> None:
+    work = ["--repo", str(subject), "--workdir", str(tmp_path / "w"), "--set", "tiny"]
+    assert main(["gate", "base", "nosuchbranch", *work]) == 2
+    assert "'nosuchbranch' is not a commit of" in capsys.readouterr().err
+    assert main(["gate", "base", "aa", *work, "-c", "no-such-case"]) == 2
+    assert "unknown case of the tiny set 'no-such-case'" in capsys.readouterr().err
+    assert main(["gate", "base", "aa", *work, "--rounds", "4", "--max-rounds", "3"]) == 2
+    assert not (tmp_path / "w").exists()  # nothing was checked out or measured
