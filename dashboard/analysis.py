@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from flybench.benchmark_names import workload_of
 from flybench.regress import CaseResult, Comparison, RegressConfig, Regression, load_config, stored
 from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
 from flybench.regress.history import Point, detect
+from flybench.regress.noise import Noise
 from flybench.regress.report import (
     _case_cells,  # the evidence column of `flybench compare`
     resource_text,
@@ -171,11 +173,15 @@ def resource_rows(comparison: Comparison) -> pd.DataFrame:
                         columns=["change", "worse", "metric", "base", "head"])
 
 
-def machine_comparison(base_rows: pd.DataFrame, head_rows: pd.DataFrame) -> list[CaseResult]:
+def machine_comparison(base_rows: pd.DataFrame, head_rows: pd.DataFrame,
+                       noise: Sequence[dict[tuple, Noise | None]] = ({}, {})) -> list[CaseResult]:
     """Each (benchmark, parameters) measured on both machines, judged as `flybench compare` judges commits.
 
     The measurement contracts must still match apart from MACHINE_FIELDS
     (device, arch, clocks, roofline basis), which two machines never share.
+    Each side is one round, so a case is judged with the larger of its two
+    machines' history noise (`stored.history_noise`, keyed by environment,
+    benchmark, parameters and unit), and is ambiguous where neither has one.
     """
     cfg = load_config()
     cfg = replace(cfg, contract_ignore=cfg.contract_ignore | MACHINE_FIELDS)
@@ -186,7 +192,10 @@ def machine_comparison(base_rows: pd.DataFrame, head_rows: pd.DataFrame) -> list
         params = json.loads(params_json)
         unit = (b or h)["unit"]
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, params.values())), unit)
-        cases.append(judge(benchmark, params, (b or h)["env_name"], unit, b, h, thresholds, cfg))
+        known = [found for side, row in zip(noise, (b, h)) if row is not None
+                 and (found := side.get((row["env_name"], benchmark, params_json, unit))) is not None]
+        case_noise = max(known, key=lambda n: n.relative) if known else None
+        cases.append(judge(benchmark, params, (b or h)["env_name"], unit, b, h, thresholds, cfg, case_noise))
     return cases
 
 

@@ -45,6 +45,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "case_rates": queries.case_rates,
     "history_steps": history_steps,
     "regressions": stored.regressions,
+    "history_noise": stored.history_noise,
     "counter_changes": counter_changes,
     "compare": compare,
 }

@@ -27,13 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from fixtures.asv_project import MACHINE, PROJECT, AsvProject, build, case_record, write_sidecar
+from fixtures.asv_project import MACHINE, PROJECT, TORCH_MS, AsvProject, build, case_record, write_sidecar
 
 from flybench.regress import stored
 from flybench.store import connect, ingest, queries
 
 REPO = Path(__file__).resolve().parents[1]
 SECOND = "m2-gfx942"
+
+
+def one_round(seconds: float) -> dict[str, object]:
+    """A case record's samples and median, as the measuring process that gave asv `seconds` wrote them."""
+    return {"samples_s": [seconds], "median_s": seconds}
 SECOND_VALUES = {"time": {"flydsl": 0.80e-3, "torch": 1.00e-3}, "tflops": {"flydsl": 125.0, "torch": 100.0}}
 FAILED_REASON = "correctness: relative error 0.31 > tolerance 0.02"
 COUNTS = {"version": 2, "flops": 1e11, "bytes": 5e8, "floor_s": 0.5e-3}
@@ -70,10 +75,12 @@ def build_db(base: Path) -> DashboardDB:
     newest = next((tree / MACHINE).glob(f"{project.commits[-1][:8]}-*.json"))
     write_sidecar(newest, [case_record("flydsl", status="failed", reason=FAILED_REASON, commit=project.commits[-1],
                                        errors={"out": 0.31}, samples_s=[], median_s=None, tflops=None, gbps=None,
-                                       roofline_fraction=None), case_record("torch", **COUNTS)])
+                                       roofline_fraction=None),
+                           case_record("torch", **COUNTS, **one_round(TORCH_MS[-1] * 1e-3))])
     second = next((tree / SECOND).glob(f"{project.commits[-1][:8]}-*.json"))
     on_second = {"machine": SECOND, "device": {"kind": "rocm", "arch": "gfx942", "name": "AMD Instinct MI325X"}}
-    write_sidecar(second, [case_record(p, **on_second, **COUNTS) for p in ("flydsl", "torch")])
+    write_sidecar(second, [case_record(p, **on_second, **COUNTS, **one_round(SECOND_VALUES["time"][p]))
+                           for p in ("flydsl", "torch")])
     db = base / "dashboard" / "dashboard.duckdb"
     assert ingest(tree, db, subject=PROJECT).ok
     h200 = h200_results()

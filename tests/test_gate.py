@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -68,10 +69,39 @@ def test_a_rerun_covers_each_workloads_ambiguous_cases_in_one_process() -> None:
 
 @pytest.fixture(scope="module")
 def subject(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A repository of this project's files with a base commit, a docs-only head and a planted head."""
+    """A repository of this project's files with a base commit, a docs-only head, a planted head, and a head
+    that changes the Triton vector-add kernel's code."""
     root = tmp_path_factory.mktemp("subject") / "repo"
     gate_study.prepare(root)
+    kernel = root / "flybench" / "compile" / "triton_kernels.py"
+    old = "tl.load(x_ptr + offsets, mask=mask) + tl.load(y_ptr + offsets, mask=mask)"
+    assert old in kernel.read_text()
+    subprocess.run(["git", "-C", str(root), "checkout", "-q", "-b", "kernel", "base"], check=True)
+    new = "tl.load(x_ptr + offsets, mask=mask) * 2.0 + tl.load(y_ptr + offsets, mask=mask) * 3.0"  # one more FMA
+    kernel.write_text(kernel.read_text().replace(old, new))
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
+                    "-am", "vector add scales x and y"], check=True)
     return root
+
+
+def test_the_compile_half_reports_every_resource_a_kernel_change_moved(subject: Path, tmp_path: Path) -> None:
+    """What a reviewer reads: the changed kernel's resources per target, exactly, and a check that passes."""
+    md = tmp_path / "gate.md"
+    args = ["gate", "base", "kernel", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--no-timing",
+            "-k", "triton_vector_add", "--markdown", str(md), "--json", str(tmp_path / "gate.json")]
+    assert main(args) == 0
+    text = md.read_text()
+    assert "- timing: not measured (--no-timing)" in text
+    assert "- compile: 3 kernel x target compiles a side" in text
+    section = text[text.index("#### Resource changes"):]
+    assert "- triton_vector_add: code bytes" in section and " on gfx942 (worse)" in section
+    assert " on gfx950 " in section and " on sm_90 " in section
+    resources = json.loads((tmp_path / "gate.json").read_text())["resources"]
+    assert {r["arch"] for r in resources} == {"gfx942", "gfx950", "sm_90"}
+    assert all(r["name"] == "triton_vector_add" and r["base"] != r["head"] for r in resources)
+    same = ["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "aa"), "--no-timing",
+            "-k", "triton_vector_add", "--json", str(tmp_path / "aa.json")]
+    assert main(same) == 0 and json.loads((tmp_path / "aa.json").read_text())["resources"] == []
 
 
 def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: Path, tmp_path: Path,

@@ -123,7 +123,8 @@ def two_machines(repo: str, mine: pd.DataFrame, rule: set[str] | None) -> pd.Dat
         head = filters.pick_one("Head machine", "machine_b", [m for m in machines if m != base], default=second,
                                 sidebar=False)
     sides = [filters.in_runs(data.load("latest_results", machine=m, subject=repo), rule) for m in (base, head)]
-    cases = analysis.case_rows(analysis.machine_comparison(*sides))
+    noise = [data.load("history_noise", machine=m, subject=repo) for m in (base, head)]
+    cases = analysis.case_rows(analysis.machine_comparison(*sides, noise))
     cases["verdict"] = cases["verdict"].replace(MACHINE_VERDICTS)
     counts = cases["verdict"].value_counts()
     st.markdown(f"**{base} → {head}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "** "

@@ -1,14 +1,23 @@
 """`flybench gate BASE HEAD`: measure a pull request's base and head in interleaved rounds and judge it.
 
-The check a pull request gets, run the same way on a CI runner and on an
-engineer's own GPU. Both commits are checked out as worktrees of the
-subject's repository; each side is measured with its own code, one process
-per side, workload and round (`flybench run --append-samples`), in the
-schedule of `flybench.rounds`: a few rounds of everything, then more rounds
-of the subject cases whose verdict is still ambiguous, within a time
-budget. Each round gives a case one median, and the verdicts are judged
-over those medians (`flybench.regress.verdict`); providers outside
-`[regress] subject_providers` are drift controls that never fail the check.
+The check a pull request gets, run the same way on a CI runner, a laptop
+and an engineer's own GPU. Two halves, each over both commits:
+
+- timing, where a selected provider runs here: both commits are checked out
+  as worktrees of the subject's repository; each side is measured with its
+  own code, one process per side, workload and round (`flybench run
+  --append-samples`), in the schedule of `flybench.rounds`: a few rounds of
+  everything, then more rounds of the subject cases whose verdict is still
+  ambiguous, within a time budget. Each round gives a case one median, and
+  the verdicts are judged over those medians (`flybench.regress.verdict`);
+  providers outside `[regress] subject_providers` are drift controls that
+  never fail the check. On FlyDSL's commits this half is not built yet.
+- compile, on any machine: the registered kernels of the subject compiled
+  for gfx942, gfx950 (and sm_90 for flybench's Triton kernels) at both
+  commits (`python -m flybench.compile`; FlyDSL's kernels with the flydsl
+  wheel of each commit's time, `flybench.subject_code`); every resource
+  that changed is reported exactly, and a kernel that compiled in base and
+  fails in head is broken.
 
 Exit status: 0 pass, 1 a regression or a case that broke, 2 bad input.
 """
@@ -16,20 +25,26 @@ Exit status: 0 pass, 1 a regression or a case that broke, 2 bad input.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
-from flybench import benchmark_names, hardware
+from flybench import benchmark_names, envvars, hardware, subject_code
 from flybench.cli._output import output_path
-from flybench.cli.run import git_output, results_dir
+from flybench.cli.run import ROOT as RUN_ROOT
+from flybench.cli.run import results_dir
+from flybench.compile import registry
+from flybench.compile.record import AMD_METRICS, NVIDIA_METRICS
 from flybench.errors import FlybenchError
+from flybench.regress.compare import Comparison, compile_changes
 from flybench.regress.verdict import detectable_at
 from flybench.rounds import Case, Selection, run_rounds
-from flybench.selection import check_shape_set, with_cases
+from flybench.selection import check_shape_set, choices, with_cases
 
 ASV_CONFIG = "asv.conf.json"
 
@@ -44,7 +59,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("base", help="base commit (hash, branch or tag)")
     parser.add_argument("head", help="head commit (hash, branch or tag)")
     parser.add_argument("--repo", type=Path, default=None,
-                        help="the subject's git repository (default: the one the current directory is in)")
+                        help="flybench's git repository, when its own commits are gated (default: the one the "
+                             "current directory is in)")
+    parser.add_argument("--flydsl-repo", type=Path, default=None,
+                        help="gate FlyDSL's commits: a clone of FlyDSL holding BASE and HEAD (compile half)")
+    parser.add_argument("--wheel", default=subject_code.OF_ITS_TIME,
+                        help="the flydsl package FlyDSL's commits compile with: of-its-time (default, the first "
+                             "wheel built at or after each commit), a VERSION for both, or installed")
+    parser.add_argument("--kernel", "-k", action="append",
+                        help="compile half: only the kernels matching this glob (default: every kernel of the subject)")
+    parser.add_argument("--arch", action="append", help="compile half: only this target (repeatable)")
+    parser.add_argument("--no-timing", action="store_true", help="skip the timing half")
+    parser.add_argument("--no-compile", action="store_true", help="skip the compile half")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the worktrees, results and database go (default: a folder per commit pair "
                              "under the system's temporary directory)")
@@ -77,35 +103,114 @@ def main(args: argparse.Namespace) -> int:
     if args.budget_minutes <= 0:
         raise FlybenchError(f"--budget-minutes {args.budget_minutes:g} must be above 0")
     cfg = load_config(args.config)  # a wrong config is bad input before anything is measured
+    flydsl = args.flydsl_repo is not None
     workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
-    repo = _toplevel(args.repo or Path.cwd())
-    base, head = (_resolve(repo, ref) for ref in (args.base, args.head))
-    machine = args.machine or f"gate-{hardware.machine_name(hardware.detect())}"
+    device = hardware.detect()
+    runnable = [c for c in choices(device, workloads, args.provider, args.dtype) if c.reason is None]
+    timing = not args.no_timing and not flydsl and bool(runnable)
+    kernels = [] if args.no_compile else compile_kernels(flydsl, args.kernel, args.arch)
+    if not timing and not kernels:
+        raise FlybenchError("nothing to measure: no selected provider runs here (`flybench list` says why) and the "
+                            "compile half is off" + ("; FlyDSL's commits are gated by the compile half only"
+                                                     if flydsl else ""))
+    repo = subject_code.toplevel(args.flydsl_repo or args.repo or Path.cwd())
+    base, head = (subject_code.resolve(repo, ref, role) for ref, role in ((args.base, "BASE"), (args.head, "HEAD")))
+    machine = args.machine or f"gate-{hardware.machine_name(device)}"
     workdir = (args.workdir or Path(tempfile.gettempdir()) / "flybench-gate" / f"{repo.name}-{base[:8]}-{head[:8]}")
-    trees = {"base": _worktree(repo, workdir / "base", base), "head": _worktree(repo, workdir / "head", head)}
     commits = {"base": base, "head": head}
-    _check_fresh(trees, machine, args.resume)
-    db = workdir / "gate.duckdb"
-    selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
-                  for w in workloads]
+    print(f"gate: {repo} base {base[:8]} head {head[:8]}; work in {workdir}", flush=True)
+    trees = {} if flydsl else {side: subject_code.checkout(repo, workdir / side, commit)
+                               for side, commit in commits.items()}
+    notes: list[str] = []
+    if timing:
+        _check_fresh(trees, machine, args.resume)
+        db = workdir / "gate.duckdb"
+        selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
+                      for w in workloads]
 
-    def measure(side: str, selection: Selection) -> None:
-        _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)
+        def measure(side: str, selection: Selection) -> None:
+            _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)
 
-    def ambiguous() -> list[Case]:
-        return _ambiguous(_judge(trees, db, machine, base, head, cfg), args.max_rounds)
+        def ambiguous() -> list[Case]:
+            return _ambiguous(_judge(trees, db, machine, base, head, cfg), args.max_rounds)
 
-    print(f"gate: {repo} base {base[:8]} head {head[:8]} on {machine}; work in {workdir}", flush=True)
-    schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
-                          budget_s=60 * args.budget_minutes)
-    comparison = _judge(trees, db, machine, base, head, cfg)
-    comparison = replace(comparison, notes=schedule.summary(60 * args.budget_minutes, args.max_rounds))
+        schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
+                              budget_s=60 * args.budget_minutes)
+        comparison = _judge(trees, db, machine, base, head, cfg)
+        notes += schedule.summary(60 * args.budget_minutes, args.max_rounds)
+    else:
+        comparison = Comparison(machine if not flydsl else "compile only", base, head, cfg.p_threshold)
+        notes.append("timing: not measured (" + ("--no-timing" if args.no_timing else
+                                                 "FlyDSL's commits: compile half only" if flydsl else
+                                                 "no selected provider runs on this machine") + ")")
+    if kernels:
+        sides = {}
+        began = time.monotonic()
+        for side, commit in commits.items():
+            sides[side], where = _compile_side(repo, trees.get(side), commit, flydsl, args.wheel, kernels, args.arch,
+                                               workdir)
+            notes.append(f"compile, {side} {commit[:8]}: {where}")
+        changes, broken = compile_changes(sides["base"], sides["head"], METRIC_UNITS, cfg)
+        comparison.resources += changes
+        comparison.cases += broken
+        notes.append(f"compile: {len(sides['head'])} kernel x target compiles a side, {len(changes)} resource "
+                     f"changes, {time.monotonic() - began:.0f} s")
+    comparison = replace(comparison, notes=notes)
     write(comparison, "terminal")
     if args.json:
         write(comparison, "json", args.json)
     if args.markdown:
         write(comparison, "markdown", args.markdown)
     return exit_code(comparison)
+
+
+METRIC_UNITS = {m.name: m.unit for m in (*AMD_METRICS, *NVIDIA_METRICS)}
+"""Each compile metric's unit, as the compile-only suite declares it."""
+
+
+def compile_kernels(flydsl: bool, patterns: list[str] | None, arches: list[str] | None) -> list[str]:
+    """The registered kernels the compile half compiles: the subject's own (FlyDSL's from a checkout, or
+    flybench's), narrowed by `patterns`; a pattern or target that matches nothing is bad input."""
+    from fnmatch import fnmatchcase
+
+    for arch in arches or []:
+        registry.check_arch(arch)
+    origin = "checkout" if flydsl else "own"
+    names = [n for n, case in registry.CASES.items() if case.origin == origin]
+    for pattern in patterns or []:
+        if not any(fnmatchcase(n, pattern) for n in names):
+            raise FlybenchError(f"no kernel of the subject matches {pattern!r}; its kernels: {', '.join(names)}")
+    return [n for n in names if not patterns or any(fnmatchcase(n, p) for p in patterns)]
+
+
+def _compile_side(repo: Path, tree: Path | None, commit: str, flydsl: bool, wheel: str, kernels: list[str],
+                  arches: list[str] | None, workdir: Path) -> tuple[list[dict], str]:
+    """One side's compile records (`python -m flybench.compile --format json`), and what it was built from.
+
+    flybench's commits compile in their own worktree with their own code;
+    FlyDSL's compile their exported kernels/ tree with the flydsl wheel of
+    their time, through this flybench. Both sides share one compile cache,
+    keyed by each kernel's sources and toolchain, so a kernel neither side
+    changed compiles once.
+    """
+    if flydsl:
+        src, path, note = subject_code.Wheels(repo, wheel, workdir / "flydsl").checkout(commit)
+        cwd, pythonpath, extra = RUN_ROOT, [*path, str(RUN_ROOT)], ["--flydsl-src", str(src)]
+    else:
+        cwd, pythonpath, extra, note = tree, [str(tree)], [], "its own worktree"
+    command = [sys.executable, "-m", "flybench.compile", "--format", "json", *extra,
+               *[arg for k in kernels for arg in ("-k", k)], *[arg for a in arches or () for arg in ("--arch", a)]]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath),
+           envvars.COMPILE_CACHE: str(workdir / "compile-cache")}
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    try:
+        records = json.loads(done.stdout)
+    except ValueError:
+        records = None
+    if done.returncode == 2 or not isinstance(records, list):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise FlybenchError(f"the compile half of {commit[:8]} gave no records (exit {done.returncode}): {tail}")
+    return records, note
 
 
 def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str, cfg):
@@ -179,31 +284,3 @@ def _workloads() -> list[str]:
     from flybench.workloads import WORKLOADS
 
     return list(WORKLOADS)
-
-
-def _toplevel(path: Path) -> Path:
-    top = git_output(path, "rev-parse", "--show-toplevel")
-    if top is None:
-        raise FlybenchError(f"{path} is in no git repository: pass --repo with a clone of the repository to gate")
-    return Path(top)
-
-
-def _resolve(repo: Path, ref: str) -> str:
-    full = git_output(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-    if full is None:
-        raise FlybenchError(f"{ref!r} is not a commit of {repo}: pass a hash, branch or tag of it "
-                            "(a shallow clone may need `git fetch --unshallow`)")
-    return full
-
-
-def _worktree(repo: Path, where: Path, commit: str) -> Path:
-    """A checkout of `commit` at `where`: a git worktree of `repo`, made or moved to the commit."""
-    if (where / ".git").exists():
-        if git_output(where, "checkout", "--quiet", "--detach", commit) is None:
-            raise FlybenchError(f"cannot check out {commit[:12]} in {where}: remove that folder or pass --workdir")
-        return where
-    where.parent.mkdir(parents=True, exist_ok=True)
-    if git_output(repo, "worktree", "add", "--detach", "--force", str(where), commit) is None:
-        raise FlybenchError(f"git could not make a worktree of {repo} at {where}: remove that folder or pass "
-                            "--workdir")
-    return where

@@ -69,12 +69,9 @@ from typing import Any, Protocol
 
 from flybench import benchmark_names, envvars
 from flybench.errors import FlybenchError
+from flybench.subject_code import INSTALLED, OF_ITS_TIME, Wheels, git_run, resolve, work_root, worktree  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
-INSTALLED = "installed"
-"""`--wheel installed`: the flydsl package of this environment for every commit, as the nightly measures."""
-OF_ITS_TIME = "of-its-time"
-"""`--wheel of-its-time` (default): each FlyDSL commit with the first wheel built at or after it."""
 MAX_SKIPS = 10
 
 
@@ -193,21 +190,6 @@ class CommitInfo:
     @property
     def short(self) -> str:
         return self.hash[:10]
-
-
-def git_run(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
-
-
-def resolve(repo: Path, name: str, role: str) -> str:
-    done = git_run(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
-    if done.returncode != 0:
-        shallow = git_run(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
-        raise FlybenchError(f"{role} {name!r} is not a commit of {repo}"
-                            + ("; it is a shallow clone: run `git fetch --unshallow` there" if shallow else
-                               "; give a hash, branch or tag of that repository (`git log --first-parent` lists its "
-                               "commits; `git fetch` first if it is newer than the clone)"))
-    return done.stdout.strip()
 
 
 def first_parent_range(repo: Path, good: str, bad: str) -> list[CommitInfo]:
@@ -420,13 +402,6 @@ def search(commits: list[str], probe: Callable[[str], Measurement], make_rule: C
 # --- probes ------------------------------------------------------------------------------------------------------
 
 
-def work_root() -> Path:
-    """Exported trees and installed wheels, shared with flybench.compile.history (under the compile cache)."""
-    from flybench.compile.cache import cache_root
-
-    return cache_root() / "history"
-
-
 def compile_one(kernel: str, arch: str, metric: str, *, cwd: Path, pythonpath: list[str], flydsl_src: Path | None,
                 env: dict[str, str] | None = None) -> Measurement:
     """`python -m flybench.compile` for one kernel and target; the metric, or the compile's reason for none."""
@@ -464,44 +439,6 @@ def _cached(record: dict[str, Any], environment: dict[str, str], start: float) -
         return False
 
 
-class Wheels:
-    """Which flydsl package a FlyDSL commit is measured with: the wheel of its time (default), one given
-    version for every commit, or the one installed here (`installed`, as the nightly measures)."""
-
-    def __init__(self, repo: Path, policy: str = OF_ITS_TIME, work: Path | None = None) -> None:
-        self.repo, self.policy, self.work = repo, policy, work or work_root()
-        self._counts: dict[str, int] | None = None
-
-    def version(self, commit: str) -> str | None:
-        """The wheel version for `commit`; None for the installed flydsl."""
-        from flybench.compile import history
-
-        if self.policy == INSTALLED:
-            return None
-        if self.policy != OF_ITS_TIME:
-            return self.policy
-        if self._counts is None:
-            self._counts = history.wheel_counts(self.repo, history.published_versions())
-            if not self._counts:
-                raise FlybenchError("no published FlyDSL wheel matches a tag or dev number of this clone: "
-                                    "`git fetch --tags` there, or pass --wheel VERSION or --wheel installed")
-        return history.wheel_for(history.named_commits(self.repo, [commit])[0], self._counts)
-
-    def checkout(self, commit: str) -> tuple[Path, list[str], str]:
-        """(the commit's exported kernels/ tree, the wheel's directory for the path, a note naming the wheel)."""
-        from flybench.compile import history
-
-        version = self.version(commit)
-        try:
-            src = history.export_kernels(self.repo, history.named_commits(self.repo, [commit])[0], self.work / "trees")
-        except subprocess.CalledProcessError as exc:
-            raise FlybenchError(f"{commit[:10]} has no kernels/ tree to export (git archive: "
-                                f"{(exc.stderr or b'').decode(errors='replace').strip()[-200:]}): is "
-                                f"{self.repo} a FlyDSL clone?") from exc
-        path = [str(history.install_wheel(version, self.work / "wheels"))] if version else []
-        return src, path, f"flydsl {version}" if version else "flydsl installed"
-
-
 class FlydslCompile:
     """A compile-only metric of one FlyDSL kernel at a FlyDSL commit, with the wheel of its time (or one wheel)."""
 
@@ -527,20 +464,6 @@ class FlydslCompile:
             return Measurement(None, str(exc))
         m = compile_one(self.kernel, self.arch, self.metric, cwd=ROOT, pythonpath=[*path, str(ROOT)], flydsl_src=src)
         return Measurement(m.value, m.reason, m.spread, f"{note}, {m.note}" if m.note else note)
-
-
-@contextlib.contextmanager
-def worktree(repo: Path, commit: str, parent: Path) -> Iterator[Path]:
-    """A detached git worktree of `repo` at `commit`, removed afterwards."""
-    parent.mkdir(parents=True, exist_ok=True)
-    path = parent / f"worktree-{commit[:12]}-{os.getpid()}"
-    done = git_run(repo, "worktree", "add", "--detach", str(path), commit)
-    if done.returncode != 0:
-        raise FlybenchError(f"git worktree add {commit[:10]} failed: {done.stderr.strip()[-300:]}")
-    try:
-        yield path
-    finally:
-        git_run(repo, "worktree", "remove", "--force", str(path))
 
 
 class FlybenchCompile:

@@ -295,6 +295,38 @@ def attribute_drift(cases: list[CaseResult], cfg: RegressConfig) -> list[CaseRes
                 f"same rounds; {100 * corrected:+.1f}% without that drift")
         out.append(replace(c, detail=note) if still else replace(c, verdict="environment", detail=note))
     return out
+def compile_changes(base: list[dict[str, Any]], head: list[dict[str, Any]], units: dict[str, str],
+                    cfg: RegressConfig) -> tuple[list[ResourceChange], list[CaseResult]]:
+    """Two sides' compile records (`python -m flybench.compile --format json`): the metrics that changed, and the
+    kernels that compiled in base and fail in head (broken, which fails the check) or the reverse (fixed).
+
+    Compile times are durations, not resources, and are left out; `units` gives each metric's unit.
+    """
+    sides = [{(r["kernel"], r["arch"]): r for r in records} for records in (base, head)]
+    changes, cases = [], []
+    for key in sorted(sides[0].keys() & sides[1].keys()):
+        b, h = sides[0][key], sides[1][key]
+        kernel, arch = key
+        statuses = (b["status"], h["status"])
+        if statuses in (("ok", "failed"), ("failed", "ok")):
+            broke = statuses == ("ok", "failed")
+            reason = (h if broke else b).get("reason") or ""
+            cases.append(CaseResult("compile", {"kernel": kernel, "arch": arch}, "", None, None, None,
+                                    "broken" if broke else "fixed",
+                                    detail=f"base {statuses[0]}, head {statuses[1]}: {reason[:300]}"))
+            continue
+        if statuses != ("ok", "ok"):
+            continue
+        for metric in sorted(b.get("metrics", {}).keys() & h.get("metrics", {}).keys()):
+            before, after = b["metrics"][metric], h["metrics"][metric]
+            unit = units.get(metric)
+            if unit == "seconds" or before is None or after is None or before == after:
+                continue
+            changes.append(_resource(kernel, arch, metric, unit, float(before), float(after),
+                                     cfg.thresholds(kernel, f"{arch}, {metric}", unit)))
+    return changes, cases
+
+
 def _metric_changes(metrics: pd.DataFrame, base: str, head: str, cfg: RegressConfig) -> list[ResourceChange]:
     """Rows of the compile_metrics table that differ between base and head (both measured)."""
     key = ["kernel", "arch", "metric"]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flybench.regress.config import Thresholds
-from flybench.regress.history import MAD_TO_SIGMA, Point, series_noise
+from flybench.regress.history import Point, series_noise
 from flybench.store import queries
 
 MIN_HISTORY = 5

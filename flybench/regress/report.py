@@ -44,6 +44,13 @@ METRIC_LABELS = {
     "vgpr_count": "VGPRs", "agpr_count": "AGPRs", "sgpr_count": "SGPRs",
     "group_segment_fixed_size": "LDS bytes", "private_segment_fixed_size": "scratch bytes",
     "vgpr_spill_count": "VGPR spills", "sgpr_spill_count": "SGPR spills",
+    # the same, as `python -m flybench.compile` names them (the gate's compile half)
+    "vgprs": "VGPRs", "agprs": "AGPRs", "sgprs": "SGPRs", "lds_static": "static LDS bytes",
+    "lds_dynamic": "dynamic LDS bytes", "scratch": "scratch bytes", "vgpr_spills": "VGPR spills",
+    "sgpr_spills": "SGPR spills", "occupancy": "waves per SIMD", "mfma": "MFMA instructions",
+    "ds_read_b64_tr": "ds_read_b64_tr instructions", "code_size": "code bytes", "registers": "registers",
+    "spill_bytes": "spill bytes", "smem_static": "static shared memory bytes",
+    "smem_dynamic": "dynamic shared memory bytes",
 }
 _LABELS = {"regression": "regression", "broken": "broken", "improvement": "improvement", "fixed": "fixed",
            "environment": "environment", "ambiguous": "ambiguous", "incomparable": "not comparable",
@@ -272,7 +279,7 @@ def evidence_text(case: CaseResult) -> str:
     """'3+3 rounds, 99.8% interval +4.1% to +7.9% (welch-t (rounds), p=2.1e-04); rounds' own spread ≤0.5%'."""
     if case.rounds is None:
         return case.detail
-    parts = [f"{case.rounds[0]}+{case.rounds[1]} rounds"]
+    parts = ["one round a side" if tuple(case.rounds) == (1, 1) else f"{case.rounds[0]}+{case.rounds[1]} rounds"]
     if case.interval is not None:
         low, high = case.interval
         p = f", p={case.p_value:.1e}" if case.p_value is not None else ""

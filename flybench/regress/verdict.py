@@ -152,7 +152,7 @@ def _logs(values: Sequence[float]) -> list[float]:
 
 
 def _rounds_text(rounds: tuple[int, int]) -> str:
-    return f"{rounds[0]}+{rounds[1]} round{'s' if rounds != (1, 1) else ''}"
+    return "one round a side" if rounds == (1, 1) else f"{rounds[0]}+{rounds[1]} rounds"
 
 
 def _pct(value: float) -> str:
