@@ -25,13 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 EXPRESSION = re.compile(r"\$\{\{[^}]*\}\}|\$\([^)]*\)|\"?\$\{?[A-Z_]+\}?\"?")
 NUMERIC_OPTIONS = {"--rounds", "--max-rounds", "--budget-minutes"}
+ARRAY = re.compile(r'"\$\{[a-z_]+\[@\]\}"')
+GATE = ROOT / ".github" / "workflows" / "gate.yml"
 RENDER = ["flybench", "render"]
 """The command that renders a saved JSON comparison again (the comment, the job summary)."""
 
 
 def run_blocks(path: Path) -> list[str]:
     workflow = yaml.safe_load(path.read_text())
-    return [step["run"] for job in workflow["jobs"].values() for step in job["steps"] if "run" in step]
+    return [step["run"] for job in workflow["jobs"].values() for step in job.get("steps", []) if "run" in step]
 
 
 def commands(block: str) -> list[list[str]]:
@@ -41,6 +43,7 @@ def commands(block: str) -> list[list[str]]:
     Expressions (`${{ }}`, `$(...)`, `$VAR`) become one placeholder word.
     """
     found = []
+    block = ARRAY.sub("", block)  # "${name[@]}": options a step builds from its inputs; the rest must parse
     for line in block.replace("\\\n", " ").splitlines():
         if "flybench" not in line and "python -m" not in line:
             continue
@@ -79,7 +82,7 @@ def test_workflows_exist_and_parse():
         workflow = yaml.safe_load(path.read_text())
         assert workflow["jobs"], path
         for job in workflow["jobs"].values():
-            assert job["steps"] and job["runs-on"], path
+            assert (job.get("steps") and job.get("runs-on")) or job.get("uses"), path
 
 
 def test_nightly_runs_on_both_amd_architectures_and_a_cpu_runner():
@@ -119,11 +122,10 @@ def test_pull_request_thresholds_load():
 
 
 def pr_jobs() -> dict[str, list[dict]]:
-    """The steps of each job of the pull-request workflow that compares base and head."""
-    workflow = yaml.safe_load((ROOT / ".github/workflows/pr.yml").read_text())
+    """The steps of each job of the gate workflow (which pull requests call) that compares base and head."""
+    workflow = yaml.safe_load(GATE.read_text())
     return {name: job["steps"] for name, job in workflow["jobs"].items()
-            if any(verb in step.get("run", "") for step in job["steps"] for verb in ("flybench compare",
-                                                                                     "flybench gate"))}
+            if any("flybench gate" in step.get("run", "") for step in job.get("steps", []))}
 
 
 def step_commands(step: dict) -> list[list[str]]:
@@ -148,7 +150,7 @@ def test_pull_request_comment_is_found_by_the_marker_its_report_starts_with(job)
     assert "startswith(env.MARKER)" in comment["run"] and "/issues/$PR/comments" in comment["run"]
     assert "--method PATCH" in comment["run"] and "--method POST" in comment["run"]  # edited in place, else created
     assert comment["run"].count(f"body=@{comment_file}") == 2
-    assert "gh pr comment" not in (ROOT / ".github/workflows/pr.yml").read_text()  # that one adds a comment a push
+    assert "gh pr comment" not in GATE.read_text()  # that one adds a comment a push
 
 
 def test_pull_request_jobs_keep_their_own_comment():
@@ -160,11 +162,8 @@ def test_pull_request_jobs_keep_their_own_comment():
 @pytest.mark.parametrize("job", sorted(pr_jobs()))
 def test_pull_request_uploads_the_json_report_and_writes_the_job_summary(job):
     steps = pr_jobs()[job]
-    judge = only([w for s in steps for w in step_commands(s) if w[:2] in (["flybench", "compare"],
-                                                                          ["flybench", "gate"])])
-    if judge[1] == "compare":
-        assert option(judge, "--format") == "json"
-    saved = option(judge, "--json") if judge[1] == "gate" else option(judge, "--output")
+    judge = only([w for s in steps for w in step_commands(s) if w[:2] == ["flybench", "gate"]])
+    saved = option(judge, "--json")
     upload = only([s for s in steps if s.get("uses", "").startswith("actions/upload-artifact@")])
     assert upload["with"]["path"] == saved
     renders = [w for s in steps for w in step_commands(s) if w[:2] == RENDER]
@@ -189,11 +188,9 @@ def test_pull_request_check_tells_bad_input_from_a_regression(job):
     bad = only([s for s in steps if s.get("if") == "steps.compare.outputs.status != '0' && "
                                                    "steps.compare.outputs.status != '1'"])
     assert "bad input, not a regression" in bad["run"] and bad["run"].rstrip().endswith("exit 2")
-    failing = [s for s in steps if s.get("if") == "steps.compare.outputs.status == '1'"]
-    if job == "gpu":  # the compile job reports resource changes and fails only on bad input
-        assert only(failing)["run"].rstrip().endswith("exit 1") and "regression" in only(failing)["name"]
-    else:
-        assert not failing
+    failing = only([s for s in steps if s.get("if") == "steps.compare.outputs.status == '1'"])
+    assert failing["run"].rstrip().endswith("exit 1")  # a regression (timing) or a kernel that broke (compile)
+    assert ("regression" if job == "timing" else "broke") in failing["name"]
 
 
 def test_the_render_commands_run(tmp_path):
@@ -218,7 +215,7 @@ def test_the_render_commands_run(tmp_path):
 @pytest.mark.parametrize("existing", [True, False])
 def test_comment_step_edits_the_marked_comment_else_creates_one(tmp_path, existing):
     """The comment step run by bash as GitHub runs it, with a `gh` that answers from a file and logs the rest."""
-    step = only([s for s in pr_jobs()["gpu"] if "gh api" in s.get("run", "")])
+    step = only([s for s in pr_jobs()["timing"] if "gh api" in s.get("run", "")])
     marker = step["env"]["MARKER"]
     comments = [{"id": 11, "body": "LGTM"}, {"id": 12, "body": f"> {marker}\n> quoted in a reply"}]
     if existing:
@@ -251,3 +248,39 @@ def test_the_counter_pass_is_opt_in_on_a_manual_nightly():
     runs = {s["if"]: s["run"] for s in nightly["jobs"]["gpu"]["steps"] if "flybench run" in s.get("run", "")}
     assert set(runs) == {"${{ !inputs.counters }}", "${{ inputs.counters }}"}  # exactly one of the two runs
     assert "--counters" in runs["${{ inputs.counters }}"] and "--counters" not in runs["${{ !inputs.counters }}"]
+
+
+def test_the_gate_is_a_reusable_workflow_and_pr_yml_one_of_its_callers():
+    gate = yaml.safe_load(GATE.read_text())
+    call = gate[True]["workflow_call"]  # YAML reads the key `on` as True
+    declared = set(call["inputs"])
+    assert {"subject", "gpu-runner", "rounds", "budget-minutes", "thresholds", "kernels"} <= declared
+    assert call["outputs"]["verdict"]["value"] == "${{ jobs.verdict.outputs.verdict }}"
+    pr = yaml.safe_load((ROOT / ".github/workflows/pr.yml").read_text())
+    (job,) = pr["jobs"].values()
+    assert job["uses"] == "./.github/workflows/gate.yml" and set(job["with"]) <= declared
+    assert job["with"]["subject"] == "flybench" and (ROOT / job["with"]["thresholds"]).is_file()
+    assert job["permissions"]["pull-requests"] == "write"
+
+
+def test_the_callers_in_the_adoption_page_pass_only_declared_inputs():
+    declared = set(yaml.safe_load(GATE.read_text())[True]["workflow_call"]["inputs"])
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "gate.md").read_text(), re.S)
+    callers = [yaml.safe_load(b) for b in blocks]
+    jobs = [job for c in callers for job in c["jobs"].values() if "uses" in job]
+    assert jobs  # FlyDSL's
+    for job in jobs:
+        assert job["uses"].startswith("flybench/flybench/.github/workflows/gate.yml@")
+        assert set(job.get("with", {})) <= declared and job["with"]["subject"] in ("flydsl", "flybench")
+
+
+@pytest.mark.parametrize("compile_status,timing,expected", [
+    ("0", "skipped", "pass"), ("1", "skipped", "regression"), ("0", "1", "regression"), ("2", "0", "error"),
+    ("1", "", "error"), ("0", "0", "pass")])
+def test_the_gates_verdict_reads_each_halfs_exit_status(tmp_path, compile_status, timing, expected):
+    step = only(yaml.safe_load(GATE.read_text())["jobs"]["verdict"]["steps"])
+    output = tmp_path / "out"
+    env = {**os.environ, "COMPILE": compile_status, "TIMING": "0" if timing == "skipped" else timing,
+           "GITHUB_OUTPUT": str(output)}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], env=env, check=True)
+    assert output.read_text() == f"verdict={expected}\n"
