@@ -124,6 +124,7 @@ def test_the_report_says_rounds_interval_and_spread_within_a_round() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| `moe.Quick.track_time` | c, triton"))
     assert "3+3 rounds, interval +" in row and "welch-t (rounds), p=" in row
     assert "spread within a round ≤1.2%" in row and "detects" in row
+    assert "round medians 100μs 100μs 99.7μs -> 106μs 106μs 106μs" in row  # each process's own median
 
 
 def test_the_history_gives_relative_noise_once_it_has_enough_commits() -> None:

@@ -54,6 +54,7 @@ class CaseResult:
     rounds: tuple[int, int] | None = None  # rounds judged on base, on head
     interval: tuple[float, float] | None = None  # the relative change's confidence interval
     round_spread: float | None = None  # the largest spread of a round's own samples (IQR over median), either side
+    round_medians: tuple[tuple[float, ...], tuple[float, ...]] | None = None  # each round's median, base and head
     detail: str = ""
     context: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     """(base, head) of the case's derived facts: TFLOP/s, GB/s, roofline fraction, error; never judged."""
@@ -255,7 +256,8 @@ def judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
                    p_value=evidence.p_value, rounds=evidence.rounds, detail=evidence.why,
                    interval=None if evidence.low is None else (evidence.low, evidence.high),
                    noise=evidence.noise, noise_source=source, detectable=evidence.detectable,
-                   threshold=evidence.tolerance, round_spread=_largest(_spreads(b) + _spreads(h)))
+                   threshold=evidence.tolerance, round_spread=_largest(_spreads(b) + _spreads(h)),
+                   round_medians=(tuple(_rounds(b)), tuple(_rounds(h))))
 
 
 DRIFT_SHARE = 0.5

@@ -286,6 +286,9 @@ def evidence_text(case: CaseResult) -> str:
         parts.append(f"interval {100 * low:+.1f}% to {100 * high:+.1f}% ({case.test}{p})")
     if case.round_spread is not None:
         parts.append(f"spread within a round ≤{100 * case.round_spread:.1f}%")
+    if case.round_medians is not None and case.verdict != "unchanged":
+        base, head = (" ".join(value_text(v, case.unit) for v in side) for side in case.round_medians)
+        parts.append(f"round medians {base} -> {head}")
     return ", ".join(parts)
 
 
@@ -554,4 +557,6 @@ def _with_context(case: CaseResult) -> CaseResult:
     return replace(case, context={name: (pair[0], pair[1]) for name, pair in case.context.items()},
                    counters={name: (pair[0], pair[1]) for name, pair in case.counters.items()},
                    rounds=None if case.rounds is None else (case.rounds[0], case.rounds[1]),
+                   round_medians=None if case.round_medians is None else (tuple(case.round_medians[0]),
+                                                                          tuple(case.round_medians[1])),
                    interval=None if case.interval is None else (case.interval[0], case.interval[1]))
