@@ -48,6 +48,15 @@ def toplevel(path: Path) -> Path:
     return Path(done.stdout.strip())
 
 
+def changed_files(repo: Path, base: str, head: str) -> list[str]:
+    """The files a pull request changes: head against its merge base with base (`git diff base...head`)."""
+    done = git_run(repo, "diff", "--name-only", f"{base}...{head}")
+    if done.returncode != 0:
+        raise FlybenchError(f"git cannot tell what {head[:12]} changes against {base[:12]} in {repo}: "
+                            f"{done.stderr.strip()[-200:]}")
+    return [line for line in done.stdout.splitlines() if line]
+
+
 def checkout(repo: Path, where: Path, commit: str) -> Path:
     """A lasting checkout of `commit` at `where`: a git worktree of `repo`, made there or moved to the commit."""
     if (where / ".git").exists():

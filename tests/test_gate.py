@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from flybench.cli import main
+from flybench.compile import affected, registry
 from flybench.rounds import Selection, rerun, run_rounds
 from studies import gate_study
 
@@ -137,3 +138,33 @@ def test_the_gate_refuses_bad_input_before_measuring(subject: Path, tmp_path: Pa
     assert "unknown case of the tiny set 'no-such-case'" in capsys.readouterr().err
     assert main(["gate", "base", "aa", *work, "--rounds", "4", "--max-rounds", "3"]) == 2
     assert not (tmp_path / "w").exists()  # nothing was checked out or measured
+
+
+def test_a_change_selects_the_kernels_built_from_its_files_and_shared_code_selects_all() -> None:
+    files = {"flash_attn_generic:causal": {"kernels/attention/flash_attn_generic.py", "kernels/common/lds.py"},
+             "moe_gemm_2stage:stage1": {"kernels/moe/moe_gemm_2stage.py", "kernels/common/lds.py"},
+             "pa_decode_tile:bs16": {"kernels/attention/pa_decode_tile.py"}}
+    one = affected.select(files, ["kernels/moe/moe_gemm_2stage.py", "README.md"], affected.flydsl_shared)
+    assert one.selected == ["moe_gemm_2stage:stage1"] and len(one.left_out) == 2
+    assert one.lines()[0] == ("compile selection: 1 of 3 kernels, built from changed files: moe_gemm_2stage:stage1 "
+                              "(kernels/moe/moe_gemm_2stage.py)")
+    common = affected.select(files, ["kernels/common/lds.py"], affected.flydsl_shared)
+    assert common.selected == ["flash_attn_generic:causal", "moe_gemm_2stage:stage1"]
+    compiler = affected.select(files, ["python/flydsl/compiler/passes.py", "docs/x.md"], affected.flydsl_shared)
+    assert compiler.selected == sorted(files) and compiler.shared == ["python/flydsl/compiler/passes.py"]
+    assert "shared code changed (python/flydsl/compiler/passes.py)" in compiler.lines()[0]
+    docs = affected.select(files, ["docs/kernels.md", "tests/test_moe.py", "kernels/unused_new.py"],
+                           affected.flydsl_shared)
+    assert docs.selected == [] and docs.lines() == ["compile selection: none of 3 kernels is built from a changed file"]
+    assert affected.select(files, ["flybench/compile/runner.py"], affected.flybench_shared).shared
+
+
+def test_a_docs_only_pull_request_compiles_nothing(subject: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gate.json"
+    assert main(["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--no-timing",
+                 "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    own = sum(case.origin == "own" for case in registry.CASES.values())
+    assert f"compile selection: none of {own} kernels is built from a changed file" in data["notes"]
+    assert "- compile: 0 kernel x target compiles a side, 0 resource changes" in "\n".join(
+        f"- {n}" for n in data["notes"]) and data["resources"] == []

@@ -33,12 +33,14 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from flybench import benchmark_names, envvars, hardware, subject_code
 from flybench.cli._output import output_path
 from flybench.cli.run import ROOT as RUN_ROOT
 from flybench.cli.run import results_dir
-from flybench.compile import registry
+from flybench.compile import affected, registry
+from flybench.compile.runner import source_files
 from flybench.compile.record import AMD_METRICS, NVIDIA_METRICS
 from flybench.errors import FlybenchError
 from flybench.regress.compare import Comparison, compile_changes
@@ -144,12 +146,18 @@ def main(args: argparse.Namespace) -> int:
                                                  "FlyDSL's commits: compile half only" if flydsl else
                                                  "no selected provider runs on this machine") + ")")
     if kernels:
-        sides = {}
         began = time.monotonic()
-        for side, commit in commits.items():
-            sides[side], where = _compile_side(repo, trees.get(side), commit, flydsl, args.wheel, kernels, args.arch,
-                                               workdir)
-            notes.append(f"compile, {side} {commit[:8]}: {where}")
+        builds = {side: _build(repo, trees.get(side), commit, flydsl, args.wheel, workdir)
+                  for side, commit in commits.items()}
+        if not args.kernel:  # what the change can affect, from the files each kernel is built from
+            selection = affected.select(_kernel_files(kernels, builds.values()),
+                                        subject_code.changed_files(repo, base, head),
+                                        affected.flydsl_shared if flydsl else affected.flybench_shared)
+            notes += selection.lines()
+            kernels = selection.selected
+        sides = {side: _compile_side(builds[side], commits[side], kernels, args.arch, workdir) if kernels else []
+                 for side in commits}
+        notes += [f"compile, {side} {commit[:8]}: {builds[side].note}" for side, commit in commits.items()]
         changes, broken = compile_changes(sides["base"], sides["head"], METRIC_UNITS, cfg)
         comparison.resources += changes
         comparison.cases += broken
@@ -183,26 +191,48 @@ def compile_kernels(flydsl: bool, patterns: list[str] | None, arches: list[str] 
     return [n for n in names if not patterns or any(fnmatchcase(n, p) for p in patterns)]
 
 
-def _compile_side(repo: Path, tree: Path | None, commit: str, flydsl: bool, wheel: str, kernels: list[str],
-                  arches: list[str] | None, workdir: Path) -> tuple[list[dict], str]:
-    """One side's compile records (`python -m flybench.compile --format json`), and what it was built from.
+class Build(NamedTuple):
+    """Where one side's kernels compile from: the folder, the Python path, compile options, and a note."""
 
-    flybench's commits compile in their own worktree with their own code;
-    FlyDSL's compile their exported kernels/ tree with the flydsl wheel of
-    their time, through this flybench. Both sides share one compile cache,
-    keyed by each kernel's sources and toolchain, so a kernel neither side
-    changed compiles once.
-    """
+    cwd: Path
+    pythonpath: list[str]
+    options: list[str]
+    note: str
+    root: Path  # the subject's files are relative to it (a FlyDSL checkout's exported tree, or a worktree)
+
+
+def _build(repo: Path, tree: Path | None, commit: str, flydsl: bool, wheel: str, workdir: Path) -> Build:
+    """flybench's commits compile in their own worktree with their own code; FlyDSL's compile their exported
+    kernels/ tree with the flydsl wheel of their time (`subject_code.Wheels`), through this flybench."""
     if flydsl:
         src, path, note = subject_code.Wheels(repo, wheel, workdir / "flydsl").checkout(commit)
-        cwd, pythonpath, extra = RUN_ROOT, [*path, str(RUN_ROOT)], ["--flydsl-src", str(src)]
-    else:
-        cwd, pythonpath, extra, note = tree, [str(tree)], [], "its own worktree"
-    command = [sys.executable, "-m", "flybench.compile", "--format", "json", *extra,
+        return Build(RUN_ROOT, [*path, str(RUN_ROOT)], ["--flydsl-src", str(src)], note, src)
+    return Build(tree, [str(tree)], [], "its own worktree", tree)
+
+
+def _kernel_files(kernels: list[str], builds) -> dict[str, set[str]]:
+    """Per kernel, the files it is built from on either side, relative to the subject's root."""
+    files: dict[str, set[str]] = {}
+    for name in kernels:
+        case = registry.get_case(name)
+        for build in builds:
+            found = source_files(case, build.root, root=build.root)
+            files.setdefault(name, set()).update(p.relative_to(build.root).as_posix() for p in found)
+    return files
+
+
+def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[str] | None,
+                  workdir: Path) -> list[dict]:
+    """One side's compile records (`python -m flybench.compile --format json`).
+
+    Both sides share one compile cache, keyed by each kernel's sources and
+    toolchain, so a kernel neither side changed compiles once.
+    """
+    command = [sys.executable, "-m", "flybench.compile", "--format", "json", *build.options,
                *[arg for k in kernels for arg in ("-k", k)], *[arg for a in arches or () for arg in ("--arch", a)]]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(pythonpath),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(build.pythonpath),
            envvars.COMPILE_CACHE: str(workdir / "compile-cache")}
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=build.cwd, env=env, capture_output=True, text=True)
     try:
         records = json.loads(done.stdout)
     except ValueError:
@@ -210,7 +240,7 @@ def _compile_side(repo: Path, tree: Path | None, commit: str, flydsl: bool, whee
     if done.returncode == 2 or not isinstance(records, list):
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise FlybenchError(f"the compile half of {commit[:8]} gave no records (exit {done.returncode}): {tail}")
-    return records, note
+    return records
 
 
 def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str, cfg):

@@ -108,16 +108,23 @@ def _job(case: KernelCase, arch: str, src: Path | None, toolkit: toolchain.Toolk
             "checkout": str(src) if case.origin == "checkout" else None, "source": source}
 
 
-def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
+def source_files(case: KernelCase, src: Path | None, root: Path = cache.ROOT) -> list[Path]:
+    """The files a kernel is built from: a checkout kernel's module and what it imports from `kernels`
+    (`sources.kernel_sources`, in the checkout `src`), or the file of one of this repository's own (under `root`).
+    They key its compile cache entry, and a pull request that changes none of them cannot change its code."""
     if case.origin == "checkout":
-        files = sources.kernel_sources(src, case.module)
-        return {"origin": "checkout", "path": str(src), "hash": cache.hash_files(files, base=src), "commit": _commit(src)}
+        return sources.kernel_sources(src, case.module) if src is not None else []
     if case.backend == "flydsl":
-        files = [cache.ROOT / OWN_FLYDSL_FILE]
-    elif "plan" in case.config:  # the provider's kernels, plans and configuration tables
-        files = sorted((cache.ROOT / "flybench" / "kernels" / "triton").glob("*.py"))
-    else:
-        files = [cache.ROOT / "flybench" / "compile" / "triton_kernels.py"]
+        return [root / OWN_FLYDSL_FILE]
+    if "plan" in case.config:  # the provider's kernels, plans and configuration tables
+        return sorted((root / "flybench" / "kernels" / "triton").glob("*.py"))
+    return [root / "flybench" / "compile" / "triton_kernels.py"]
+
+
+def _source(case: KernelCase, src: Path | None) -> dict[str, str]:
+    files = source_files(case, src)
+    if case.origin == "checkout":
+        return {"origin": "checkout", "path": str(src), "hash": cache.hash_files(files, base=src), "commit": _commit(src)}
     return {"origin": "own", "path": str(files[0].parent.relative_to(cache.ROOT)),
             "hash": cache.hash_files(files, base=cache.ROOT)}
 

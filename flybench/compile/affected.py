@@ -1,0 +1,74 @@
+"""Which registered kernels a change can affect, from the files each is built from: no hand-written map.
+
+A kernel's code can change only when one of its source files does
+(`runner.source_files`: a FlyDSL kernel's module and everything it imports
+from `kernels/`, read from the checkout at each side), or when shared code
+does: the compiler, the build, the compile machinery. Documentation and
+tests change no kernel. A change whose files are none of these leaves every
+kernel out, and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+DOCS = (".md", ".rst", ".txt", ".png", ".svg")
+"""Suffixes of files that never change a kernel's code."""
+DOC_DIRS = ("docs", "tests", ".github")
+
+
+@dataclass
+class Selection:
+    """The kernels to compile on both sides, and why."""
+
+    selected: list[str]
+    left_out: list[str]
+    why: dict[str, list[str]] = field(default_factory=dict)  # kernel -> the changed files it is built from
+    shared: list[str] = field(default_factory=list)  # changed files that select every kernel
+
+    def lines(self) -> list[str]:
+        """The selection in a few lines for the report."""
+        total = len(self.selected) + len(self.left_out)
+        if self.shared:
+            return [f"compile selection: all {total} kernels: shared code changed ({_some(self.shared)})"]
+        if not self.selected:
+            return [f"compile selection: none of {total} kernels is built from a changed file"]
+        reasons = "; ".join(f"{name} ({_some(files)})" for name, files in self.why.items())
+        return [f"compile selection: {len(self.selected)} of {total} kernels, built from changed files: {reasons}",
+                f"left out, none of their files changed: {_some(self.left_out, 12)}"]
+
+
+def select(files: dict[str, set[str]], changed: Iterable[str], shared: Callable[[str], bool]) -> Selection:
+    """The kernels of `files` (kernel -> its source files, repository-relative) that `changed` can affect.
+
+    `shared` says which changed files outside every kernel's own files reach all kernels.
+    """
+    changed = sorted(set(changed))
+    own = set().union(*files.values()) if files else set()
+    common = [path for path in changed if path not in own and not is_doc(path) and shared(path)]
+    if common:
+        return Selection(sorted(files), [], shared=common)
+    why = {name: sorted(set(changed) & paths) for name, paths in sorted(files.items())}
+    why = {name: hit for name, hit in why.items() if hit}
+    return Selection(sorted(why), sorted(set(files) - set(why)), why)
+
+
+def is_doc(path: str) -> bool:
+    parts = PurePosixPath(path).parts
+    return path.endswith(DOCS) or bool(parts and parts[0] in DOC_DIRS)
+
+
+def flydsl_shared(path: str) -> bool:
+    """FlyDSL: anything outside `kernels/` (the compiler, its Python package, the build) reaches every kernel."""
+    return not path.startswith("kernels/")
+
+
+def flybench_shared(path: str) -> bool:
+    """flybench: its compile machinery and its packaging reach every one of its own kernels."""
+    return path.startswith("flybench/compile/") or path == "pyproject.toml"
+
+
+def _some(items: list[str], most: int = 4) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")
