@@ -97,12 +97,17 @@ def test_the_compile_half_reports_every_resource_a_kernel_change_moved(subject: 
     section = text[text.index("#### Resource changes"):]
     assert "- triton_vector_add: code bytes" in section and " on gfx942 (worse)" in section
     assert " on gfx950 " in section and " on sm_90 " in section
+    assert "- machine code changed in 1 kernel: triton_vector_add (gfx942, gfx950, sm_90); ISA diffs in" in text
+    diff = (tmp_path / "work" / "isa-diff" / "triton_vector_add@gfx942.diff").read_text()
+    assert diff.startswith("--- base/triton_vector_add@gfx942\n+++ head/triton_vector_add@gfx942\n")
+    assert ".file" not in diff and "\n+\tv_" in diff  # the code alone, each side's checkout path left out
     resources = json.loads((tmp_path / "gate.json").read_text())["resources"]
     assert {r["arch"] for r in resources} == {"gfx942", "gfx950", "sm_90"}
     assert all(r["name"] == "triton_vector_add" and r["base"] != r["head"] for r in resources)
     same = ["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "aa"), "--no-timing",
             "-k", "triton_vector_add", "--json", str(tmp_path / "aa.json")]
     assert main(same) == 0 and json.loads((tmp_path / "aa.json").read_text())["resources"] == []
+    assert not (tmp_path / "aa" / "isa-diff").exists()  # the same code at two paths is no change
 
 
 def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: Path, tmp_path: Path,
@@ -168,3 +173,16 @@ def test_a_docs_only_pull_request_compiles_nothing(subject: Path, tmp_path: Path
     assert f"compile selection: none of {own} kernels is built from a changed file" in data["notes"]
     assert "- compile: 0 kernel x target compiles a side, 0 resource changes" in "\n".join(
         f"- {n}" for n in data["notes"]) and data["resources"] == []
+
+
+def test_the_instruction_mix_counts_every_instruction_once_by_class() -> None:
+    from collections import Counter
+
+    from flybench.compile.isa import AmdKernel
+
+    kernel = AmdKernel("k", mnemonics=Counter({"v_mfma_f32_32x32x8_bf16": 4, "v_add_f32": 3, "s_waitcnt": 2,
+                                               "s_cbranch_scc1": 1, "s_load_dwordx2": 1, "global_load_dword": 2,
+                                               "ds_read_b64_tr_b16": 5, "s_add_u32": 6, "s_endpgm": 1}))
+    assert kernel.mix == {"mfma": 4, "waitcnt": 2, "branch": 1, "smem": 1, "vmem": 2, "lds": 5, "valu": 3,
+                          "salu": 7, "other": 0}
+    assert sum(kernel.mix.values()) == kernel.instructions

@@ -71,6 +71,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--kernel", "-k", action="append",
                         help="compile half: only the kernels matching this glob (default: every kernel of the subject)")
     parser.add_argument("--arch", action="append", help="compile half: only this target (repeatable)")
+    parser.add_argument("--isa-diff", type=Path, default=None,
+                        help="compile half: write a unified ISA diff per kernel and target whose code changed here "
+                             "(default: isa-diff/ in the work folder)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing half")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile half")
     parser.add_argument("--workdir", type=Path, default=None,
@@ -158,6 +161,12 @@ def main(args: argparse.Namespace) -> int:
         sides = {side: _compile_side(builds[side], commits[side], kernels, args.arch, workdir) if kernels else []
                  for side in commits}
         notes += [f"compile, {side} {commit[:8]}: {builds[side].note}" for side, commit in commits.items()]
+        changed_code = _isa_diffs(sides["base"], sides["head"], workdir / "compile-cache", args.isa_diff or
+                                  workdir / "isa-diff")
+        if changed_code:
+            notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
+                         + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items())
+                         + f"; ISA diffs in {args.isa_diff or workdir / 'isa-diff'}")
         changes, broken = compile_changes(sides["base"], sides["head"], METRIC_UNITS, cfg)
         comparison.resources += changes
         comparison.cases += broken
@@ -241,6 +250,44 @@ def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[st
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise FlybenchError(f"the compile half of {commit[:8]} gave no records (exit {done.returncode}): {tail}")
     return records
+
+
+DEBUG_DIRECTIVES = (".file", ".loc", ".cfi_", ".section\t.debug", ".section .debug", "$L__", ".Ltmp", ".Lfunc_end",
+                    ".Ldebug", ".Linfo", ".Lsection", "@DEBUG_VALUE", "DEBUG_VALUE")
+"""Lines of an ISA or PTX listing that say where the code came from, not what it is."""
+
+
+def _isa_diffs(base: list[dict], head: list[dict], cache: Path, out: Path) -> dict[str, list[str]]:
+    """A unified diff of the machine code (AMDGPU ISA, or PTX on NVIDIA) of every kernel and target whose code
+    differs between the sides, written to `out`; the kernels with the targets where their code changed."""
+    import difflib
+
+    from flybench.compile.cache import entry_dir
+
+    def code(record: dict) -> list[str] | None:
+        if record.get("status") != "ok" or not record.get("isa_file"):
+            return None
+        path = entry_dir(cache, record["kernel"], record["arch"], record.get("key") or "") / record["isa_file"]
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            return None
+        # the code alone: debug-line directives name each side's own checkout, and comments echo source lines
+        lines = (line.split(";", 1)[0].split("//", 1)[0].rstrip() for line in text.splitlines())
+        return [line + "\n" for line in lines if line.strip() and not line.lstrip().startswith(DEBUG_DIRECTIVES)]
+
+    sides = [{(r["kernel"], r["arch"]): r for r in records} for records in (base, head)]
+    changed: dict[str, list[str]] = {}
+    for kernel, arch in sorted(sides[0].keys() & sides[1].keys()):
+        before, after = code(sides[0][kernel, arch]), code(sides[1][kernel, arch])
+        if before is None or after is None or before == after:
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        name = f"{kernel}@{arch}".replace(":", "_").replace("/", "_")
+        (out / f"{name}.diff").write_text("".join(difflib.unified_diff(before, after, f"base/{name}",
+                                                                       f"head/{name}")))
+        changed.setdefault(kernel, []).append(arch)
+    return changed
 
 
 def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str, cfg):

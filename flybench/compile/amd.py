@@ -42,6 +42,7 @@ def kernel_metrics(kernel: AmdKernel, arch: str, code_size: int | None, dynamic_
         "lds_dynamic": dynamic_lds, "scratch": kernel.scratch_bytes, "vgpr_spills": kernel.vgpr_spills,
         "sgpr_spills": kernel.sgpr_spills, "occupancy": estimate.waves if estimate else None,
         "mfma": sum(kernel.mfma.values()), "ds_read_b64_tr": kernel.ds_read_b64_tr, "code_size": code_size,
+        **{f"{name}_instructions": n for name, n in kernel.mix.items() if name != "mfma"},
         # context, not tracked: what limits occupancy, the unified register count, the instruction mix
         "occupancy_limiters": list(estimate.limiters) if estimate else None, "vgprs_unified": unified,
         "workgroup_size": kernel.workgroup_size, "instructions": kernel.instructions, "mfma_by_kind": kernel.mfma,

@@ -24,6 +24,19 @@ STORE_PREFIXES = ("buffer_store", "global_store", "flat_store", "buffer_atomic",
 """Instructions that make a kernel's work visible outside it (scratch stores do not)."""
 
 
+MIX = (
+    ("mfma", ("v_mfma", "v_smfmac")),
+    ("waitcnt", ("s_waitcnt",)),
+    ("branch", ("s_branch", "s_cbranch", "s_setpc", "s_swappc")),
+    ("smem", ("s_load", "s_buffer_load", "s_store", "s_buffer_store", "s_scratch", "s_dcache")),
+    ("vmem", ("buffer_", "global_", "flat_", "scratch_")),
+    ("lds", ("ds_",)),
+    ("valu", ("v_",)),
+    ("salu", ("s_",)),
+)
+"""AMDGPU instruction classes by mnemonic prefix, in the order they are tried."""
+
+
 @dataclass
 class AmdKernel:
     """What the ISA says about one kernel symbol."""
@@ -49,6 +62,15 @@ class AmdKernel:
     def mfma(self) -> dict[str, int]:
         """MFMA (and sparse SMFMAC) instructions by mnemonic: the matrix-core work of the kernel."""
         return {m: n for m, n in sorted(self.mnemonics.items()) if m.startswith(("v_mfma", "v_smfmac"))}
+
+    @property
+    def mix(self) -> dict[str, int]:
+        """The static instruction mix: every instruction counted once, in the first class of MIX its mnemonic
+        starts with (MFMA before VALU, waits and branches before SALU), "other" when none."""
+        counts = dict.fromkeys([name for name, _ in MIX] + ["other"], 0)
+        for mnemonic, n in self.mnemonics.items():
+            counts[next((name for name, prefixes in MIX if mnemonic.startswith(prefixes)), "other")] += n
+        return counts
 
     @property
     def ds_read_b64_tr(self) -> int:

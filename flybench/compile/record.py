@@ -45,6 +45,10 @@ AMD_METRICS = (
     Metric("mfma", "instructions", "MFMA/SMFMAC instructions in the code (static count, all kinds)"),
     Metric("ds_read_b64_tr", "instructions", "gfx950 transpose-on-read LDS loads (static count)"),
     Metric("code_size", "bytes", "size of the kernel's machine code"),
+    *(Metric(f"{name}_instructions", "instructions", f"{what} instructions in the code (static count)")
+      for name, what in (("valu", "vector ALU (not MFMA)"), ("salu", "scalar ALU"), ("vmem", "vector memory"),
+                         ("smem", "scalar memory"), ("lds", "LDS (ds_*)"), ("waitcnt", "s_waitcnt"),
+                         ("branch", "branch"), ("other", "other"))),
     Metric("compile_time", "seconds", "wall time of the compile call, tracing to code object"),
 )
 NVIDIA_METRICS = (

@@ -302,7 +302,8 @@ def compile_changes(base: list[dict[str, Any]], head: list[dict[str, Any]], unit
     """Two sides' compile records (`python -m flybench.compile --format json`): the metrics that changed, and the
     kernels that compiled in base and fail in head (broken, which fails the check) or the reverse (fixed).
 
-    Compile times are durations, not resources, and are left out; `units` gives each metric's unit.
+    `units` names the tracked metrics and their units; the context a record keeps beside them, and compile
+    times (durations, not resources), are left out.
     """
     sides = [{(r["kernel"], r["arch"]): r for r in records} for records in (base, head)]
     changes, cases = [], []
@@ -322,8 +323,8 @@ def compile_changes(base: list[dict[str, Any]], head: list[dict[str, Any]], unit
         for metric in sorted(b.get("metrics", {}).keys() & h.get("metrics", {}).keys()):
             before, after = b["metrics"][metric], h["metrics"][metric]
             unit = units.get(metric)
-            if unit == "seconds" or before is None or after is None or before == after:
-                continue
+            if unit in (None, "seconds") or before is None or after is None or before == after:
+                continue  # context beside the tracked metrics (by-kind tables, limiters), or a duration
             changes.append(_resource(kernel, arch, metric, unit, float(before), float(after),
                                      cfg.thresholds(kernel, f"{arch}, {metric}", unit)))
     return changes, cases

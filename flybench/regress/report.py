@@ -51,6 +51,9 @@ METRIC_LABELS = {
     "ds_read_b64_tr": "ds_read_b64_tr instructions", "code_size": "code bytes", "registers": "registers",
     "spill_bytes": "spill bytes", "smem_static": "static shared memory bytes",
     "smem_dynamic": "dynamic shared memory bytes",
+    **{f"{name}_instructions": f"{label} instructions" for name, label in (
+        ("valu", "VALU"), ("salu", "SALU"), ("vmem", "VMEM"), ("smem", "SMEM"), ("lds", "LDS"),
+        ("waitcnt", "s_waitcnt"), ("branch", "branch"), ("other", "other"))},
 }
 _LABELS = {"regression": "regression", "broken": "broken", "improvement": "improvement", "fixed": "fixed",
            "environment": "environment", "ambiguous": "ambiguous", "incomparable": "not comparable",
