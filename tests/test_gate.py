@@ -124,7 +124,8 @@ def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: 
     assert case["params"] == {"case": "tiny-h64-i32-e16k4-t1", "provider": "torch", "dtype": "bf16"}
     assert case["rounds"] == [2, 2] and case["verdict"] in ("unchanged", "ambiguous")
     assert case["test"] == "welch-t (rounds)" and case["noise_source"] == "rounds"
-    assert data["notes"][0].startswith("2 rounds of everything selected, base and head interleaved")
+    assert data["notes"][0].endswith(": its own worktree")  # each side's code
+    assert any(n.startswith("2 rounds of everything selected, base and head interleaved") for n in data["notes"])
     text = (tmp_path / "gate.md").read_text()
     assert "- 2 rounds of everything selected, base and head interleaved" in text
     records = list((tmp_path / "work" / "head" / "results" / "flybench").glob("gate-*/*.cases.jsonl"))
@@ -186,3 +187,42 @@ def test_the_instruction_mix_counts_every_instruction_once_by_class() -> None:
     assert kernel.mix == {"mfma": 4, "waitcnt": 2, "branch": 1, "smem": 1, "vmem": 2, "lds": 5, "valu": 3,
                           "salu": 7, "other": 0}
     assert sum(kernel.mix.values()) == kernel.instructions
+
+
+@pytest.fixture
+def flydsl_like(tmp_path: Path) -> tuple[Path, str]:
+    """A repository shaped like FlyDSL's: a kernels/ tree, one commit."""
+    repo = tmp_path / "FlyDSL"
+    (repo / "kernels" / "attention").mkdir(parents=True)
+    (repo / "kernels" / "attention" / "flash_attn_generic.py").write_text("# a kernel\n")
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q",
+                    "-m", "kernels"], check=True)
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    return repo, head
+
+
+def test_a_flydsl_side_is_measured_by_this_flybench_with_the_commits_kernels(flydsl_like, tmp_path: Path) -> None:
+    """FlyDSL's timing half (not yet run on AMD hardware): each side's rounds run this flybench's suites under an
+    asv config of the side's own, with the side's exported kernels/ as FLYBENCH_FLYDSL_SRC."""
+    from flybench import envvars
+    from flybench.cli import gate
+
+    repo, commit = flydsl_like
+    side = gate._side(repo, "head", commit, True, "installed", tmp_path / "work")
+    config = json.loads(side.config.read_text())
+    assert config["project"] == "flydsl" and config["repo"] == str(repo)
+    assert config["benchmark_dir"] == str(gate.RUN_ROOT / "benchmarks")
+    assert config["results_dir"] == str(tmp_path / "work" / "head" / "results")
+    src = Path(side.env[envvars.FLYDSL_SRC])
+    assert (src / "kernels" / "attention" / "flash_attn_generic.py").read_text() == "# a kernel\n"
+    assert side.build.root == src and side.build.options == ["--flydsl-src", str(src)]
+    assert "flydsl installed" in side.note
+
+
+def test_gating_flydsl_where_no_flydsl_provider_runs_needs_the_compile_half(flydsl_like, capsys) -> None:
+    repo, commit = flydsl_like
+    assert main(["gate", commit, commit, "--flydsl-repo", str(repo), "--no-compile", "--set", "tiny"]) == 2
+    assert "no subject provider of the selection runs here" in capsys.readouterr().err

@@ -11,7 +11,10 @@ and an engineer's own GPU. Two halves, each over both commits:
   ambiguous, within a time budget. Each round gives a case one median, and
   the verdicts are judged over those medians (`flybench.regress.verdict`);
   providers outside `[regress] subject_providers` are drift controls that
-  never fail the check. On FlyDSL's commits this half is not built yet.
+  never fail the check. FlyDSL's commits (`--flydsl-repo`) are measured by
+  this flybench with each side's exported kernels/ (FLYBENCH_FLYDSL_SRC)
+  and flydsl wheel; their subjects default to the flydsl providers, which
+  run on ROCm gfx942/gfx950 only. Not yet run on AMD hardware.
 - compile, on any machine: the registered kernels of the subject compiled
   for gfx942, gfx950 (and sm_90 for flybench's Triton kernels) at both
   commits (`python -m flybench.compile`; FlyDSL's kernels with the flydsl
@@ -49,6 +52,8 @@ from flybench.rounds import Case, Selection, run_rounds
 from flybench.selection import check_shape_set, choices, with_cases
 
 ASV_CONFIG = "asv.conf.json"
+FLYDSL_CONFIG = Path(__file__).resolve().parents[2] / "results" / "flydsl" / ASV_CONFIG
+"""The FlyDSL subject's asv config (project flydsl), which each side's own config starts from."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -109,69 +114,47 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError(f"--budget-minutes {args.budget_minutes:g} must be above 0")
     cfg = load_config(args.config)  # a wrong config is bad input before anything is measured
     flydsl = args.flydsl_repo is not None
+    if flydsl and cfg.subject_providers == frozenset({"*"}):
+        cfg = replace(cfg, subject_providers=frozenset({"flydsl*"}))  # FlyDSL's pull requests change FlyDSL's code
     workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
     device = hardware.detect()
     runnable = [c for c in choices(device, workloads, args.provider, args.dtype) if c.reason is None]
-    timing = not args.no_timing and not flydsl and bool(runnable)
+    subjects_run = any(cfg.is_subject(c.provider) for c in runnable)
+    timing = not args.no_timing and subjects_run
     kernels = [] if args.no_compile else compile_kernels(flydsl, args.kernel, args.arch)
     if not timing and not kernels:
-        raise FlybenchError("nothing to measure: no selected provider runs here (`flybench list` says why) and the "
-                            "compile half is off" + ("; FlyDSL's commits are gated by the compile half only"
-                                                     if flydsl else ""))
+        raise FlybenchError("nothing to measure: no subject provider of the selection runs here (`flybench list` "
+                            "says why) and the compile half is off")
     repo = subject_code.toplevel(args.flydsl_repo or args.repo or Path.cwd())
     base, head = (subject_code.resolve(repo, ref, role) for ref, role in ((args.base, "BASE"), (args.head, "HEAD")))
     machine = args.machine or f"gate-{hardware.machine_name(device)}"
     workdir = (args.workdir or Path(tempfile.gettempdir()) / "flybench-gate" / f"{repo.name}-{base[:8]}-{head[:8]}")
-    commits = {"base": base, "head": head}
     print(f"gate: {repo} base {base[:8]} head {head[:8]}; work in {workdir}", flush=True)
-    trees = {} if flydsl else {side: subject_code.checkout(repo, workdir / side, commit)
-                               for side, commit in commits.items()}
-    notes: list[str] = []
+    sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir)
+             for name, commit in (("base", base), ("head", head))}
+    notes: list[str] = [f"{name} {side.commit[:8]}: {side.note}" for name, side in sides.items()]
     if timing:
-        _check_fresh(trees, machine, args.resume)
+        _check_fresh(sides, machine, args.resume)
         db = workdir / "gate.duckdb"
         selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                       for w in workloads]
 
-        def measure(side: str, selection: Selection) -> None:
-            _run_side(trees[side], commits[side], machine, args.shape_set, selection, workdir)
+        def measure(name: str, selection: Selection) -> None:
+            _run_side(sides[name], machine, args.shape_set, selection, workdir)
 
         def ambiguous() -> list[Case]:
-            return _ambiguous(_judge(trees, db, machine, base, head, cfg), args.max_rounds)
+            return _ambiguous(_judge(sides, db, machine, cfg), args.max_rounds)
 
         schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
                               budget_s=60 * args.budget_minutes)
-        comparison = _judge(trees, db, machine, base, head, cfg)
+        comparison = _judge(sides, db, machine, cfg)
         notes += schedule.summary(60 * args.budget_minutes, args.max_rounds)
     else:
-        comparison = Comparison(machine if not flydsl else "compile only", base, head, cfg.p_threshold)
+        comparison = Comparison(machine, base, head, cfg.p_threshold)
         notes.append("timing: not measured (" + ("--no-timing" if args.no_timing else
-                                                 "FlyDSL's commits: compile half only" if flydsl else
-                                                 "no selected provider runs on this machine") + ")")
+                                                 "no subject provider of the selection runs on this machine") + ")")
     if kernels:
-        began = time.monotonic()
-        builds = {side: _build(repo, trees.get(side), commit, flydsl, args.wheel, workdir)
-                  for side, commit in commits.items()}
-        if not args.kernel:  # what the change can affect, from the files each kernel is built from
-            selection = affected.select(_kernel_files(kernels, builds.values()),
-                                        subject_code.changed_files(repo, base, head),
-                                        affected.flydsl_shared if flydsl else affected.flybench_shared)
-            notes += selection.lines()
-            kernels = selection.selected
-        sides = {side: _compile_side(builds[side], commits[side], kernels, args.arch, workdir) if kernels else []
-                 for side in commits}
-        notes += [f"compile, {side} {commit[:8]}: {builds[side].note}" for side, commit in commits.items()]
-        changed_code = _isa_diffs(sides["base"], sides["head"], workdir / "compile-cache", args.isa_diff or
-                                  workdir / "isa-diff")
-        if changed_code:
-            notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
-                         + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items())
-                         + f"; ISA diffs in {args.isa_diff or workdir / 'isa-diff'}")
-        changes, broken = compile_changes(sides["base"], sides["head"], METRIC_UNITS, cfg)
-        comparison.resources += changes
-        comparison.cases += broken
-        notes.append(f"compile: {len(sides['head'])} kernel x target compiles a side, {len(changes)} resource "
-                     f"changes, {time.monotonic() - began:.0f} s")
+        notes += _compile_half(comparison, sides, repo, flydsl, kernels, args, cfg, workdir)
     comparison = replace(comparison, notes=notes)
     write(comparison, "terminal")
     if args.json:
@@ -183,6 +166,66 @@ def main(args: argparse.Namespace) -> int:
 
 METRIC_UNITS = {m.name: m.unit for m in (*AMD_METRICS, *NVIDIA_METRICS)}
 """Each compile metric's unit, as the compile-only suite declares it."""
+
+
+class Side(NamedTuple):
+    """One side's code: its commit, the asv config its rounds run under, the environment they need, and where
+    its kernels compile from."""
+
+    name: str
+    commit: str
+    config: Path  # asv config: results go to its results_dir
+    env: dict[str, str]  # added to the measuring processes' environment
+    build: "Build"
+    note: str
+
+
+def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path) -> Side:
+    """flybench's commits: a worktree, measured and compiled with its own code. FlyDSL's: the commit's exported
+    kernels/ tree with the flydsl wheel of its time (`subject_code.Wheels`), measured by this flybench under an
+    asv config of the side's own (the clone as asv's repository, for commit dates) and compiled by it."""
+    if not flydsl:
+        tree = subject_code.checkout(repo, workdir / name, commit)
+        return Side(name, commit, tree / ASV_CONFIG, {}, Build(tree, [str(tree)], [], tree), "its own worktree")
+    src, path, note = subject_code.Wheels(repo, wheel, workdir / "flydsl").checkout(commit)
+    config = workdir / name / ASV_CONFIG
+    config.parent.mkdir(parents=True, exist_ok=True)
+    conf = json.loads(FLYDSL_CONFIG.read_text())
+    conf.update(repo=str(repo), benchmark_dir=str(RUN_ROOT / "benchmarks"), results_dir=str(workdir / name / "results"),
+                html_dir=str(workdir / name / "html"), env_dir=str(workdir / name / "env"))
+    config.write_text(json.dumps(conf, indent=2))
+    pythonpath = [*path, str(RUN_ROOT)]
+    env = {envvars.FLYDSL_SRC: str(src), "PYTHONPATH": os.pathsep.join(
+        [*pythonpath, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])}
+    return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src),
+                f"kernels/ exported, {note}")
+
+
+def _compile_half(comparison: Comparison, sides: dict[str, Side], repo: Path, flydsl: bool, kernels: list[str],
+                  args: argparse.Namespace, cfg, workdir: Path) -> list[str]:
+    """Compile the kernels a change can affect at both sides; their resource changes and broken kernels join the
+    comparison; the lines the report says about it."""
+    notes = []
+    began = time.monotonic()
+    if not args.kernel:  # what the change can affect, from the files each kernel is built from
+        selection = affected.select(_kernel_files(kernels, [s.build for s in sides.values()]),
+                                    subject_code.changed_files(repo, sides["base"].commit, sides["head"].commit),
+                                    affected.flydsl_shared if flydsl else affected.flybench_shared)
+        notes += selection.lines()
+        kernels = selection.selected
+    records = {name: _compile_side(side.build, side.commit, kernels, args.arch, workdir) if kernels else []
+               for name, side in sides.items()}
+    diffs = args.isa_diff or workdir / "isa-diff"
+    changed_code = _isa_diffs(records["base"], records["head"], workdir / "compile-cache", diffs)
+    if changed_code:
+        notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
+                     + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items()) + f"; ISA diffs in {diffs}")
+    changes, broken = compile_changes(records["base"], records["head"], METRIC_UNITS, cfg)
+    comparison.resources += changes
+    comparison.cases += broken
+    notes.append(f"compile: {len(records['head'])} kernel x target compiles a side, {len(changes)} resource "
+                 f"changes, {time.monotonic() - began:.0f} s")
+    return notes
 
 
 def compile_kernels(flydsl: bool, patterns: list[str] | None, arches: list[str] | None) -> list[str]:
@@ -201,22 +244,13 @@ def compile_kernels(flydsl: bool, patterns: list[str] | None, arches: list[str] 
 
 
 class Build(NamedTuple):
-    """Where one side's kernels compile from: the folder, the Python path, compile options, and a note."""
+    """Where one side's kernels compile from: the folder, the Python path, compile options, and the folder the
+    subject's files are relative to (a worktree, or FlyDSL's exported tree)."""
 
     cwd: Path
     pythonpath: list[str]
     options: list[str]
-    note: str
-    root: Path  # the subject's files are relative to it (a FlyDSL checkout's exported tree, or a worktree)
-
-
-def _build(repo: Path, tree: Path | None, commit: str, flydsl: bool, wheel: str, workdir: Path) -> Build:
-    """flybench's commits compile in their own worktree with their own code; FlyDSL's compile their exported
-    kernels/ tree with the flydsl wheel of their time (`subject_code.Wheels`), through this flybench."""
-    if flydsl:
-        src, path, note = subject_code.Wheels(repo, wheel, workdir / "flydsl").checkout(commit)
-        return Build(RUN_ROOT, [*path, str(RUN_ROOT)], ["--flydsl-src", str(src)], note, src)
-    return Build(tree, [str(tree)], [], "its own worktree", tree)
+    root: Path
 
 
 def _kernel_files(kernels: list[str], builds) -> dict[str, set[str]]:
@@ -290,16 +324,16 @@ def _isa_diffs(base: list[dict], head: list[dict], cache: Path, out: Path) -> di
     return changed
 
 
-def _judge(trees: dict[str, Path], db: Path, machine: str, base: str, head: str, cfg):
+def _judge(sides: dict[str, Side], db: Path, machine: str, cfg) -> Comparison:
     """Ingest both sides' results so far and compare them."""
     from flybench.regress.compare import compare
     from flybench.store import ingest
 
-    for tree in trees.values():
-        report = ingest(_results_dir(tree), db)
+    for side in sides.values():
+        report = ingest(results_dir(side.config), db, config=side.config)
         if not report.ok:
-            raise FlybenchError(f"the results in {_results_dir(tree)} could not be stored: {report.summary()}")
-    return compare(db, machine, base, head, config=cfg)
+            raise FlybenchError(f"the results in {results_dir(side.config)} could not be stored: {report.summary()}")
+    return compare(db, machine, sides["base"].commit, sides["head"].commit, config=cfg)
 
 
 def _ambiguous(comparison, cap: int) -> list[Case]:
@@ -322,36 +356,33 @@ def _ambiguous(comparison, cap: int) -> list[Case]:
     return found
 
 
-def _run_side(tree: Path, commit: str, machine: str, shape_set: str, selection: Selection, workdir: Path) -> None:
-    """One measuring process of one side: `flybench run` over the side's own checkout.
+def _run_side(side: Side, machine: str, shape_set: str, selection: Selection, workdir: Path) -> None:
+    """One measuring process of one side: `flybench run` under the side's asv config.
 
     It runs from `workdir`, so that this flybench's CLI runs it; the
-    benchmarks import the side's own flybench (ASV_PYTHONPATH, set by run).
-    A run that fails is not fatal: its cases are recorded as failed, and the
+    benchmarks import the side's own flybench (ASV_PYTHONPATH, set by run),
+    or, for FlyDSL, this flybench with the side's kernels and wheel. A run
+    that fails is not fatal: its cases are recorded as failed, and the
     comparison says so.
     """
-    command = [sys.executable, "-m", "flybench", "run", "--config", str(tree / ASV_CONFIG), "--commit", commit,
+    command = [sys.executable, "-m", "flybench", "run", "--config", str(side.config), "--commit", side.commit,
                "--machine", machine, "--set", shape_set, "--append-samples", "-w", selection.workload,
                *[arg for p in selection.providers for arg in ("-p", p)],
                *[arg for d in selection.dtypes for arg in ("-d", d)],
                *[arg for c in selection.cases for arg in ("-c", c)]]
-    print(f"gate: {'base' if tree.name == 'base' else 'head'} {selection.workload}"
+    print(f"gate: {side.name} {selection.workload}"
           f"{' (' + ', '.join(selection.cases) + ')' if selection.cases else ''}", flush=True)
-    done = subprocess.run(command, cwd=workdir, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    done = subprocess.run(command, cwd=workdir, env={**os.environ, **side.env, "PYTHONUNBUFFERED": "1"})
     if done.returncode == 2:
-        raise FlybenchError(f"flybench run refused the selection for {selection.workload} on {tree.name}: see above")
-    if not any((results_dir(tree / ASV_CONFIG) / machine).glob("*.cases.jsonl")):
-        raise FlybenchError(f"the {tree.name} side measured nothing ({selection.workload}; flybench run exited "
+        raise FlybenchError(f"flybench run refused the selection for {selection.workload} on {side.name}: see above")
+    if not any((results_dir(side.config) / machine).glob("*.cases.jsonl")):
+        raise FlybenchError(f"the {side.name} side measured nothing ({selection.workload}; flybench run exited "
                             f"{done.returncode}): see its output above")
 
 
-def _results_dir(tree: Path) -> Path:
-    return results_dir(tree / ASV_CONFIG)
-
-
-def _check_fresh(trees: dict[str, Path], machine: str, resume: bool) -> None:
+def _check_fresh(sides: dict[str, Side], machine: str, resume: bool) -> None:
     """Rounds left by an earlier gate would count as this one's: refuse them unless --resume says to add to them."""
-    left = [_results_dir(tree) / machine for tree in trees.values() if (_results_dir(tree) / machine).is_dir()]
+    left = [results_dir(s.config) / machine for s in sides.values() if (results_dir(s.config) / machine).is_dir()]
     if left and not resume:
         raise FlybenchError(f"{left[0]} holds rounds of an earlier gate of this pair: pass --resume to add to them, "
                             "or --workdir to start elsewhere")
