@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -226,3 +227,21 @@ def test_gating_flydsl_where_no_flydsl_provider_runs_needs_the_compile_half(flyd
     repo, commit = flydsl_like
     assert main(["gate", commit, commit, "--flydsl-repo", str(repo), "--no-compile", "--set", "tiny"]) == 2
     assert "no subject provider of the selection runs here" in capsys.readouterr().err
+
+
+FLYDSL_CLONE = os.environ.get("FLYBENCH_FLYDSL_SRC")
+
+
+@pytest.mark.skipif(not FLYDSL_CLONE or not (Path(FLYDSL_CLONE) / ".git").exists(),
+                    reason="set FLYBENCH_FLYDSL_SRC to a full clone of FlyDSL (with commit 3a02102e, PR #1008)")
+def test_a_real_flydsl_pull_request_through_the_compile_half(tmp_path: Path) -> None:
+    """FlyDSL #1008 (the gmem->LDS async copy for f16/bf16 preshuffle GEMM), compile half on the CPU with the
+    wheel of its time: only the preshuffle GEMM kernels are compiled, and the comment says what changed."""
+    md = tmp_path / "gate.md"
+    assert main(["gate", "3a02102e^1", "3a02102e", "--flydsl-repo", FLYDSL_CLONE, "--no-timing",
+                 "--workdir", str(tmp_path / "work"), "--markdown", str(md)]) == 0
+    text = md.read_text()
+    assert text.startswith("<!-- flybench-compare -->\n### :white_check_mark: flybench:")
+    assert "- compile selection: 3 of 14 kernels, built from changed files: preshuffle_gemm:bf16_prefill " \
+           "(kernels/gemm/preshuffle_gemm.py)" in text
+    assert "kernels/ exported, flydsl 0." in text and "left out, none of their files changed: flash_attn" in text
