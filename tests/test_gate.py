@@ -245,3 +245,28 @@ def test_a_real_flydsl_pull_request_through_the_compile_half(tmp_path: Path) -> 
     assert "- compile selection: 3 of 14 kernels, built from changed files: preshuffle_gemm:bf16_prefill " \
            "(kernels/gemm/preshuffle_gemm.py)" in text
     assert "kernels/ exported, flydsl 0." in text and "left out, none of their files changed: flash_attn" in text
+
+
+def test_timed_cases_are_selected_by_the_files_their_provider_and_workload_are_built_from() -> None:
+    root = Path(__file__).resolve().parents[1]
+    torch_moe, triton_moe = (affected.case_files(root, "moe", p) for p in ("torch", "triton"))
+    assert "flybench/kernels/triton/moe.py" in triton_moe and "flybench/kernels/triton/moe.py" not in torch_moe
+    assert "flybench/workloads/moe.py" in torch_moe and "flybench/workloads/attention.py" not in torch_moe
+    files = {f"moe/{p}": affected.case_files(root, "moe", p) for p in ("torch", "triton")}
+    files["attention/torch"] = affected.case_files(root, "attention", "torch")
+    kernel = affected.select(files, ["flybench/kernels/triton/moe.py"], affected.flybench_timing_shared)
+    assert kernel.selected == ["moe/triton"]
+    workload = affected.select(files, ["flybench/workloads/moe.py"], affected.flybench_timing_shared)
+    assert workload.selected == ["moe/torch", "moe/triton"]
+    harness = affected.select(files, ["flybench/measure/timing.py"], affected.flybench_timing_shared)
+    assert harness.selected == sorted(files) and harness.shared == ["flybench/measure/timing.py"]
+
+
+def test_a_docs_only_pull_request_measures_nothing(subject: Path, tmp_path: Path) -> None:
+    out = tmp_path / "gate.json"
+    assert main(["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--set", "tiny",
+                 "--json", str(out)]) == 0
+    notes = json.loads(out.read_text())["notes"]
+    assert any(n.startswith("timing selection: none of ") and n.endswith("workload/provider pairs is built from "
+                                                                         "a changed file") for n in notes)
+    assert "timing: not measured (no case is built from a changed file)" in notes

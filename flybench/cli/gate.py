@@ -133,11 +133,16 @@ def main(args: argparse.Namespace) -> int:
     sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir)
              for name, commit in (("base", base), ("head", head))}
     notes: list[str] = [f"{name} {side.commit[:8]}: {side.note}" for name, side in sides.items()]
+    changed = subject_code.changed_files(repo, base, head)
+    selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
+                  for w in workloads]
+    if timing and not flydsl and not (args.workload or args.provider or args.case):
+        selections, said = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()))
+        notes += said
+        timing = bool(selections)
     if timing:
         _check_fresh(sides, machine, args.resume)
         db = workdir / "gate.duckdb"
-        selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
-                      for w in workloads]
 
         def measure(name: str, selection: Selection) -> None:
             _run_side(sides[name], machine, args.shape_set, selection, workdir)
@@ -152,9 +157,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         comparison = Comparison(machine, base, head, cfg.p_threshold)
         notes.append("timing: not measured (" + ("--no-timing" if args.no_timing else
-                                                 "no subject provider of the selection runs on this machine") + ")")
+                                                 "no subject provider of the selection runs on this machine"
+                                                 if not subjects_run else "no case is built from a changed file")
+                     + ")")
     if kernels:
-        notes += _compile_half(comparison, sides, repo, flydsl, kernels, args, cfg, workdir)
+        notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir)
     comparison = replace(comparison, notes=notes)
     write(comparison, "terminal")
     if args.json:
@@ -201,15 +208,32 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 f"kernels/ exported, {note}")
 
 
-def _compile_half(comparison: Comparison, sides: dict[str, Side], repo: Path, flydsl: bool, kernels: list[str],
-                  args: argparse.Namespace, cfg, workdir: Path) -> list[str]:
+def _timing_selection(runnable, sides: dict[str, Side], changed: list[str],
+                      dtypes: tuple[str, ...]) -> tuple[list[Selection], list[str]]:
+    """flybench's own pull requests: the (workload, provider) pairs whose files the change touches
+    (`affected.case_files`, read at each side), one selection per workload, and the lines the report says."""
+    pairs = sorted({(c.workload, c.provider) for c in runnable})
+    files = {f"{w}/{p}": set() for w, p in pairs}
+    for side in sides.values():
+        for w, p in pairs:
+            files[f"{w}/{p}"] |= affected.case_files(side.build.root, w, p)
+    chosen = affected.select(files, changed, affected.flybench_timing_shared)
+    by_workload: dict[str, list[str]] = {}
+    for name in chosen.selected:
+        workload, provider = name.split("/", 1)
+        by_workload.setdefault(workload, []).append(provider)
+    return ([Selection(w, tuple(ps), dtypes) for w, ps in by_workload.items()],
+            chosen.lines("timing", "workload/provider pairs"))
+
+
+def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[str], flydsl: bool,
+                  kernels: list[str], args: argparse.Namespace, cfg, workdir: Path) -> list[str]:
     """Compile the kernels a change can affect at both sides; their resource changes and broken kernels join the
     comparison; the lines the report says about it."""
     notes = []
     began = time.monotonic()
     if not args.kernel:  # what the change can affect, from the files each kernel is built from
-        selection = affected.select(_kernel_files(kernels, [s.build for s in sides.values()]),
-                                    subject_code.changed_files(repo, sides["base"].commit, sides["head"].commit),
+        selection = affected.select(_kernel_files(kernels, [s.build for s in sides.values()]), changed,
                                     affected.flydsl_shared if flydsl else affected.flybench_shared)
         notes += selection.lines()
         kernels = selection.selected

@@ -1,4 +1,5 @@
-"""Which registered kernels a change can affect, from the files each is built from: no hand-written map.
+"""Which registered kernels and timed cases a change can affect, from the files each is built from: no
+hand-written map.
 
 A kernel's code can change only when one of its source files does
 (`runner.source_files`: a FlyDSL kernel's module and everything it imports
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 DOCS = (".md", ".rst", ".txt", ".png", ".svg")
 """Suffixes of files that never change a kernel's code."""
@@ -28,15 +29,15 @@ class Selection:
     why: dict[str, list[str]] = field(default_factory=dict)  # kernel -> the changed files it is built from
     shared: list[str] = field(default_factory=list)  # changed files that select every kernel
 
-    def lines(self) -> list[str]:
+    def lines(self, half: str = "compile", things: str = "kernels") -> list[str]:
         """The selection in a few lines for the report."""
         total = len(self.selected) + len(self.left_out)
         if self.shared:
-            return [f"compile selection: all {total} kernels: shared code changed ({_some(self.shared)})"]
+            return [f"{half} selection: all {total} {things}: shared code changed ({_some(self.shared)})"]
         if not self.selected:
-            return [f"compile selection: none of {total} kernels is built from a changed file"]
+            return [f"{half} selection: none of {total} {things} is built from a changed file"]
         reasons = "; ".join(f"{name} ({_some(files)})" for name, files in self.why.items())
-        return [f"compile selection: {len(self.selected)} of {total} kernels, built from changed files: {reasons}",
+        return [f"{half} selection: {len(self.selected)} of {total} {things}, built from changed files: {reasons}",
                 f"left out, none of their files changed: {_some(self.left_out, 12)}"]
 
 
@@ -53,6 +54,31 @@ def select(files: dict[str, set[str]], changed: Iterable[str], shared: Callable[
     why = {name: sorted(set(changed) & paths) for name, paths in sorted(files.items())}
     why = {name: hit for name, hit in why.items() if hit}
     return Selection(sorted(why), sorted(set(files) - set(why)), why)
+
+
+def case_files(root: Path, workload: str, provider: str) -> set[str]:
+    """The files of a flybench checkout at `root` that the cases of (workload, provider) are built from: the
+    provider's module and the workload's, with every `flybench` file each imports (`sources.kernel_sources`),
+    except the other workloads' own modules, which a provider's module imports through the registry without
+    building their cases."""
+    from flybench.compile.sources import kernel_sources
+    from flybench.providers import get_provider
+    from flybench.workloads import WORKLOADS, get_workload
+
+    def module(obj: object) -> str:
+        return type(obj).__module__.replace(".", "/") + ".py"
+
+    others = {module(w) for name, w in WORKLOADS.items() if name != workload}
+    found = set()
+    for start in (module(get_provider(provider)), module(get_workload(workload))):
+        found |= {p.relative_to(root).as_posix() for p in kernel_sources(root, start, "flybench")}
+    return found - others
+
+
+def flybench_timing_shared(path: str) -> bool:
+    """flybench: the measuring harness, the suites asv runs and the packaging reach every timed case."""
+    return path.startswith(("flybench/measure/", "benchmarks/")) or path in (
+        "flybench/suite.py", "flybench/benchmark_names.py", "pyproject.toml", "asv.conf.json")
 
 
 def is_doc(path: str) -> bool:

@@ -1,4 +1,6 @@
-"""The files of a FlyDSL checkout that one kernel is built from: its module and what it imports from `kernels`.
+"""The files of a FlyDSL checkout that one kernel is built from: its module and what it imports from `kernels`
+(and, given another package, the files of a flybench checkout that one case's provider and workload are built
+from: their modules and what they import from `flybench`).
 
 The compile cache keys a checkout kernel by the hash of these files, not of
 the whole `kernels/` tree, so walking a checkout's history recompiles only
@@ -27,8 +29,8 @@ def module_file(src: Path, module: str) -> Path | None:
     return None
 
 
-def kernel_sources(src: Path, module: str) -> list[Path]:
-    """`module`'s file and every file of `kernels` it imports, directly or not, sorted."""
+def kernel_sources(src: Path, module: str, package: str = PACKAGE) -> list[Path]:
+    """`module`'s file and every file of `package` (default `kernels`) it imports, directly or not, sorted."""
     start = module_file(src, module)
     if start is None:
         return []
@@ -40,7 +42,7 @@ def kernel_sources(src: Path, module: str) -> list[Path]:
             continue
         seen.add(path)
         todo.extend(_package_inits(src, path))
-        todo.extend(_imported_files(src, path))
+        todo.extend(_imported_files(src, path, package))
     return sorted(seen)
 
 
@@ -53,7 +55,7 @@ def _package_inits(src: Path, path: Path) -> list[Path]:
     return inits
 
 
-def _imported_files(src: Path, path: Path) -> list[Path]:
+def _imported_files(src: Path, path: Path, top: str = PACKAGE) -> list[Path]:
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError):
@@ -71,7 +73,7 @@ def _imported_files(src: Path, path: Path) -> list[Path]:
             names.extend(base + (alias.name,) for alias in node.names)  # `from pkg import submodule`
     files = []
     for parts in names:
-        if parts and parts[0] == PACKAGE:
+        if parts and parts[0] == top:
             found = module_file(src, "/".join(parts))
             if found is not None:
                 files.append(found)
