@@ -157,11 +157,12 @@ def test_a_change_selects_the_kernels_built_from_its_files_and_shared_code_selec
                               "(kernels/moe/moe_gemm_2stage.py)")
     common = affected.select(files, ["kernels/common/lds.py"], affected.flydsl_shared)
     assert common.selected == ["flash_attn_generic:causal", "moe_gemm_2stage:stage1"]
+    assert affected.select(files, ["lib/Dialect/Fly/Utils/IntTupleUtils.cpp"], affected.flydsl_shared).shared
     compiler = affected.select(files, ["python/flydsl/compiler/passes.py", "docs/x.md"], affected.flydsl_shared)
     assert compiler.selected == sorted(files) and compiler.shared == ["python/flydsl/compiler/passes.py"]
     assert "shared code changed (python/flydsl/compiler/passes.py)" in compiler.lines()[0]
-    docs = affected.select(files, ["docs/kernels.md", "tests/test_moe.py", "kernels/unused_new.py"],
-                           affected.flydsl_shared)
+    docs = affected.select(files, ["docs/kernels.md", "tests/test_moe.py", "kernels/unused_new.py",
+                                   "scripts/bench_rdna3_gemm_compare.py", "CLAUDE.md"], affected.flydsl_shared)
     assert docs.selected == [] and docs.lines() == ["compile selection: none of 3 kernels is built from a changed file"]
     assert affected.select(files, ["flybench/compile/runner.py"], affected.flybench_shared).shared
 
@@ -212,7 +213,7 @@ def test_a_flydsl_side_is_measured_by_this_flybench_with_the_commits_kernels(fly
     from flybench.cli import gate
 
     repo, commit = flydsl_like
-    side = gate._side(repo, "head", commit, True, "installed", tmp_path / "work")
+    side = gate._side(repo, "head", commit, True, "installed", tmp_path / "work", tmp_path / "cache")
     config = json.loads(side.config.read_text())
     assert config["project"] == "flydsl" and config["repo"] == str(repo)
     assert config["benchmark_dir"] == str(gate.RUN_ROOT / "benchmarks")

@@ -84,6 +84,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the worktrees, results and database go (default: a folder per commit pair "
                              "under the system's temporary directory)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="where compiles, FlyDSL's exported trees and wheels are kept for later gates "
+                             "(default: the work folder)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rounds an earlier gate of the same pair left in --workdir and add to them")
     parser.add_argument("--set", dest="shape_set", default="quick", help="shape set (default: quick)")
@@ -130,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
     machine = args.machine or f"gate-{hardware.machine_name(device)}"
     workdir = (args.workdir or Path(tempfile.gettempdir()) / "flybench-gate" / f"{repo.name}-{base[:8]}-{head[:8]}")
     print(f"gate: {repo} base {base[:8]} head {head[:8]}; work in {workdir}", flush=True)
-    sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir)
+    cache = args.cache or workdir
+    sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir, cache)
              for name, commit in (("base", base), ("head", head))}
     notes: list[str] = [f"{name} {side.commit[:8]}: {side.note}" for name, side in sides.items()]
     changed = subject_code.changed_files(repo, base, head)
@@ -161,7 +165,7 @@ def main(args: argparse.Namespace) -> int:
                                                  if not subjects_run else "no case is built from a changed file")
                      + ")")
     if kernels:
-        notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir)
+        notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir, cache)
     comparison = replace(comparison, notes=notes)
     write(comparison, "terminal")
     if args.json:
@@ -187,14 +191,14 @@ class Side(NamedTuple):
     note: str
 
 
-def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path) -> Side:
+def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path, cache: Path) -> Side:
     """flybench's commits: a worktree, measured and compiled with its own code. FlyDSL's: the commit's exported
     kernels/ tree with the flydsl wheel of its time (`subject_code.Wheels`), measured by this flybench under an
     asv config of the side's own (the clone as asv's repository, for commit dates) and compiled by it."""
     if not flydsl:
         tree = subject_code.checkout(repo, workdir / name, commit)
         return Side(name, commit, tree / ASV_CONFIG, {}, Build(tree, [str(tree)], [], tree), "its own worktree")
-    src, path, note = subject_code.Wheels(repo, wheel, workdir / "flydsl").checkout(commit)
+    src, path, note = subject_code.Wheels(repo, wheel, cache / "flydsl").checkout(commit)
     config = workdir / name / ASV_CONFIG
     config.parent.mkdir(parents=True, exist_ok=True)
     conf = json.loads(FLYDSL_CONFIG.read_text())
@@ -227,7 +231,7 @@ def _timing_selection(runnable, sides: dict[str, Side], changed: list[str],
 
 
 def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[str], flydsl: bool,
-                  kernels: list[str], args: argparse.Namespace, cfg, workdir: Path) -> list[str]:
+                  kernels: list[str], args: argparse.Namespace, cfg, workdir: Path, cache: Path) -> list[str]:
     """Compile the kernels a change can affect at both sides; their resource changes and broken kernels join the
     comparison; the lines the report says about it."""
     notes = []
@@ -237,10 +241,10 @@ def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[
                                     affected.flydsl_shared if flydsl else affected.flybench_shared)
         notes += selection.lines()
         kernels = selection.selected
-    records = {name: _compile_side(side.build, side.commit, kernels, args.arch, workdir) if kernels else []
+    records = {name: _compile_side(side.build, side.commit, kernels, args.arch, cache) if kernels else []
                for name, side in sides.items()}
     diffs = args.isa_diff or workdir / "isa-diff"
-    changed_code = _isa_diffs(records["base"], records["head"], workdir / "compile-cache", diffs)
+    changed_code = _isa_diffs(records["base"], records["head"], cache / "compile-cache", diffs)
     if changed_code:
         notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
                      + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items()) + f"; ISA diffs in {diffs}")
@@ -289,7 +293,7 @@ def _kernel_files(kernels: list[str], builds) -> dict[str, set[str]]:
 
 
 def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[str] | None,
-                  workdir: Path) -> list[dict]:
+                  cache: Path) -> list[dict]:
     """One side's compile records (`python -m flybench.compile --format json`).
 
     Both sides share one compile cache, keyed by each kernel's sources and
@@ -298,7 +302,7 @@ def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[st
     command = [sys.executable, "-m", "flybench.compile", "--format", "json", *build.options,
                *[arg for k in kernels for arg in ("-k", k)], *[arg for a in arches or () for arg in ("--arch", a)]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(build.pythonpath),
-           envvars.COMPILE_CACHE: str(workdir / "compile-cache")}
+           envvars.COMPILE_CACHE: str(cache / "compile-cache")}
     done = subprocess.run(command, cwd=build.cwd, env=env, capture_output=True, text=True)
     try:
         records = json.loads(done.stdout)

@@ -86,9 +86,14 @@ def is_doc(path: str) -> bool:
     return path.endswith(DOCS) or bool(parts and parts[0] in DOC_DIRS)
 
 
+FLYDSL_COMPILER = ("python/", "lib/", "include/", "cmake/", "thirdparty/", "tools/")
+FLYDSL_BUILD = ("CMakeLists.txt", "setup.py", "pyproject.toml", "MANIFEST.in")
+
+
 def flydsl_shared(path: str) -> bool:
-    """FlyDSL: anything outside `kernels/` (the compiler, its Python package, the build) reaches every kernel."""
-    return not path.startswith("kernels/")
+    """FlyDSL: the compiler (its Python package, its C++ dialects and passes, their tools and third-party code)
+    and the build reach every kernel; scripts, examples and editor files outside `kernels/` reach none."""
+    return path.startswith(FLYDSL_COMPILER) or path in FLYDSL_BUILD
 
 
 def flybench_shared(path: str) -> bool:
