@@ -98,7 +98,7 @@ def test_the_compile_half_reports_every_resource_a_kernel_change_moved(subject: 
     section = text[text.index("#### Resource changes"):]
     assert "- triton_vector_add: code bytes" in section and " on gfx942 (worse)" in section
     assert " on gfx950 " in section and " on sm_90 " in section
-    assert "- machine code changed in 1 kernel: triton_vector_add (gfx942, gfx950, sm_90); ISA diffs in" in text
+    assert "- machine code changed in 1 kernel: triton\\_vector\\_add (gfx942, gfx950, sm\\_90); ISA diffs in" in text
     diff = (tmp_path / "work" / "isa-diff" / "triton_vector_add@gfx942.diff").read_text()
     assert diff.startswith("--- base/triton_vector_add@gfx942\n+++ head/triton_vector_add@gfx942\n")
     assert ".file" not in diff and "\n+\tv_" in diff  # the code alone, each side's checkout path left out
@@ -243,9 +243,9 @@ def test_a_real_flydsl_pull_request_through_the_compile_half(tmp_path: Path) -> 
                  "--workdir", str(tmp_path / "work"), "--markdown", str(md)]) == 0
     text = md.read_text()
     assert text.startswith("<!-- flybench-compare -->\n### :white_check_mark: flybench:")
-    assert "- compile selection: 3 of 14 kernels, built from changed files: preshuffle_gemm:bf16_prefill " \
-           "(kernels/gemm/preshuffle_gemm.py)" in text
-    assert "kernels/ exported, flydsl 0." in text and "left out, none of their files changed: flash_attn" in text
+    assert "- compile selection: 3 of 14 kernels, built from changed files: preshuffle\\_gemm:bf16\\_prefill " \
+           "(kernels/gemm/preshuffle\\_gemm.py)" in text  # file names from the diff, as literal markdown
+    assert "kernels/ exported, flydsl 0." in text and "left out, none of their files changed: flash\\_attn" in text
 
 
 def test_timed_cases_are_selected_by_the_files_their_provider_and_workload_are_built_from() -> None:

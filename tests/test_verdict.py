@@ -156,3 +156,12 @@ def test_rounds_and_their_spreads_reach_the_store_and_the_comparison(project: As
     flydsl = next(c for c in result.cases if c.benchmark.endswith("track_time") and c.params["provider"] == "flydsl")
     assert flydsl.rounds == (1, 1) and flydsl.noise_source == "history"  # the toy's six commits of this series
     assert json.loads(json.dumps(torch.detectable)) > 0
+
+
+def test_notes_from_data_render_as_literal_markdown() -> None:
+    """A changed file's name reaches the comment's notes: it must never become a link, an image or HTML."""
+    comparison = Comparison("m", "a" * 40, "b" * 40, ALPHA, [],
+                            notes=["compile selection: all 3 kernels: shared code changed ([x](https://e.example) "
+                                   "![i](http://127.0.0.1/p.png) <img src=x>)"])
+    line = next(line for line in markdown(comparison).splitlines() if line.startswith("- compile selection"))
+    assert "\\[x\\](https://e.example)" in line and "\\!\\[i\\]" in line and "\\<img src=x\\>" in line

@@ -151,7 +151,7 @@ def _asv_env_name(config: str) -> str:
 
 def _default_config(cwd: Path) -> Path:
     """asv.conf.json at the top of the git repository `cwd` is in."""
-    top = git_output(cwd, "rev-parse", "--show-toplevel")
+    top = _git(cwd, "rev-parse", "--show-toplevel")
     if top is None:
         raise FlybenchError(f"{cwd} is in no git repository: run flybench run inside a clone of the repository to "
                             "measure, or pass --config (and --commit)")
@@ -176,14 +176,14 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
         raise FlybenchError(f"{config} measures the remote repository {repo}: pass --commit with a full 40-digit "
                             f"commit hash of it (not {ref!r})")
     where = (config.resolve().parent / repo).resolve()
-    full = git_output(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    full = _git(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if full is None:
         raise FlybenchError(f"commit {ref!r} is not in the repository {where} (which {config} measures): "
                             "pass a commit hash, branch or tag of it with --commit")
     return where, full
 
 
-def git_output(where: Path, *words: str) -> str | None:
+def _git(where: Path, *words: str) -> str | None:
     """The output of `git -C where words...`, or None when git fails (or is not installed)."""
     try:
         done = subprocess.run(["git", "-C", str(where), *words], capture_output=True, text=True)

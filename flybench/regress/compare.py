@@ -256,7 +256,7 @@ def judge(benchmark: str, params: dict[str, Any], env: str, unit: str | None,
                    p_value=evidence.p_value, rounds=evidence.rounds, detail=evidence.why,
                    interval=None if evidence.low is None else (evidence.low, evidence.high),
                    noise=evidence.noise, noise_source=source, detectable=evidence.detectable,
-                   threshold=evidence.tolerance, round_spread=_largest(_spreads(b) + _spreads(h)),
+                   threshold=evidence.tolerance, round_spread=max(_spreads(b) + _spreads(h), default=None),
                    round_medians=(tuple(_rounds(b)), tuple(_rounds(h))))
 
 
@@ -377,6 +377,3 @@ def _spreads(row: dict[str, Any]) -> list[float]:
     spreads = row.get("round_spreads")
     return [] if spreads is None else [float(s) for s in spreads if isinstance(s, (int, float)) and math.isfinite(s)]
 
-
-def _largest(values: list[float]) -> float | None:
-    return max(values) if values else None

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import statistics
 import sys
 from collections import Counter
@@ -229,7 +230,7 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
     ]
     head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", "",
-            *([*(f"- {note}" for note in c.notes), ""] if c.notes else [])]
+            *([*(f"- {_md_text(note)}" for note in c.notes), ""] if c.notes else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
              f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
@@ -549,6 +550,12 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     escape = str.maketrans({"|": "\\|", "\n": " "})
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *["| " + " | ".join(str(cell).translate(escape) for cell in row) + " |" for row in rows]]
+
+
+def _md_text(text: str) -> str:
+    """Text from data (file names a pull request changed, kernel names) as literal markdown: no link, image,
+    emphasis or HTML can come out of it."""
+    return re.sub(r"([\\`*_\[\]<>!#|~])", r"\\\1", text)
 
 
 def _plural(n: int, noun: str) -> str:
