@@ -11,7 +11,10 @@ per side, workload and round, adaptive rounds, the PR config).
   timed call: +5% for half the cases and +10% for the other half, chosen
   by a hash of the case's name, calibrated in each process against the
   call's own graph-replayed time; the spin's size is printed to the case's
-  stderr).
+  stderr), `family` (base plus a comment in the Triton MoE kernels' module:
+  a change to one kernel family that leaves its code as it was) and
+  `shared` (base plus a comment in the measuring harness, which every
+  timed case runs through).
 - then, on a GPU: `flybench gate base planted --repo OUT ...` and
   `flybench gate base aa --repo OUT ...`, each with `--json`;
 - `report JSON...`: the false verdicts among unplanted cases, the planted
@@ -117,6 +120,12 @@ def prepare(out: Path) -> dict[str, str]:
                     "        runner = _planted(runner, case.name)\n"
     case_py.write_text(text.replace(HOOK, hooked) + PLANT)
     commits["planted"] = _commit(out, "planted slowdown")
+    for branch, path, message in (("family", "flybench/kernels/triton/moe.py", "Triton MoE: a comment"),
+                                  ("shared", "flybench/measure/timing.py", "timing harness: a comment")):
+        _git(out, "checkout", "-q", "-b", branch, "base")
+        with (out / path).open("a") as f:
+            f.write(f"# {message} ({branch} head of studies/gate_study.py)\n")
+        commits[branch] = _commit(out, message)
     print(json.dumps(commits))
     return commits
 

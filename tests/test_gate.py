@@ -158,6 +158,7 @@ def test_a_change_selects_the_kernels_built_from_its_files_and_shared_code_selec
     common = affected.select(files, ["kernels/common/lds.py"], affected.flydsl_shared)
     assert common.selected == ["flash_attn_generic:causal", "moe_gemm_2stage:stage1"]
     assert affected.select(files, ["lib/Dialect/Fly/Utils/IntTupleUtils.cpp"], affected.flydsl_shared).shared
+    assert affected.select(files, ["CMakeLists.txt"], affected.flydsl_shared).shared == ["CMakeLists.txt"]  # build
     compiler = affected.select(files, ["python/flydsl/compiler/passes.py", "docs/x.md"], affected.flydsl_shared)
     assert compiler.selected == sorted(files) and compiler.shared == ["python/flydsl/compiler/passes.py"]
     assert "shared code changed (python/flydsl/compiler/passes.py)" in compiler.lines()[0]
@@ -253,6 +254,9 @@ def test_timed_cases_are_selected_by_the_files_their_provider_and_workload_are_b
     torch_moe, triton_moe = (affected.case_files(root, "moe", p) for p in ("torch", "triton"))
     assert "flybench/kernels/triton/moe.py" in triton_moe and "flybench/kernels/triton/moe.py" not in torch_moe
     assert "flybench/workloads/moe.py" in torch_moe and "flybench/workloads/attention.py" not in torch_moe
+    triton_attention = affected.case_files(root, "diffusion_attention", "triton")
+    assert "flybench/kernels/triton/diffusion_attention.py" in triton_attention  # one provider, two families:
+    assert not {"flybench/kernels/triton/moe.py", "flybench/kernels/triton/moe_routing.py"} & triton_attention
     files = {f"moe/{p}": affected.case_files(root, "moe", p) for p in ("torch", "triton")}
     files["attention/torch"] = affected.case_files(root, "attention", "torch")
     kernel = affected.select(files, ["flybench/kernels/triton/moe.py"], affected.flybench_timing_shared)
@@ -271,3 +275,36 @@ def test_a_docs_only_pull_request_measures_nothing(subject: Path, tmp_path: Path
     assert any(n.startswith("timing selection: none of ") and n.endswith("workload/provider pairs is built from "
                                                                          "a changed file") for n in notes)
     assert "timing: not measured (no case is built from a changed file)" in notes
+
+
+def test_a_dry_run_says_what_each_half_would_select_and_which_providers_watch_for_drift(
+        subject: Path, tmp_path: Path, capsys) -> None:
+    """Selection by diff, shown without measuring: a harness change reaches every timed case; a change to one
+    provider's module is measured with the config's control providers of the same workloads beside it; a
+    change to the Triton MoE family compiles only that family's kernels."""
+    work = ["--repo", str(subject), "--set", "tiny", "--dry-run"]
+    assert main(["gate", "base", "shared", *work, "--workdir", str(tmp_path / "shared")]) == 0
+    out = capsys.readouterr().out
+    assert "shared code changed (flybench/measure/timing.py)" in out and "timing would measure: " in out
+    assert "compile selection: none of " in out and "compile would build 0 kernels at both sides" in out
+    assert not list((tmp_path / "shared").rglob("results/*"))  # nothing measured
+
+    torch_module = subject / "flybench" / "providers" / "torch_eager.py"
+    subprocess.run(["git", "-C", str(subject), "checkout", "-q", "-b", "torch-provider", "base"], check=True)
+    torch_module.write_text(torch_module.read_text() + "# a comment\n")
+    subprocess.run(["git", "-C", str(subject), "-c", "user.name=t", "-c", "user.email=t@example.com", "commit",
+                    "-q", "-am", "torch provider: a comment"], check=True)
+    config = tmp_path / "pr.toml"
+    config.write_text('[regress]\ncontrol_providers = ["xla"]\n')
+    assert main(["gate", "base", "torch-provider", *work, "--no-compile", "--config", str(config),
+                 "--workdir", str(tmp_path / "torch")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (plan,) = [line for line in lines if line.startswith("timing would measure: ")]
+    assert "moe (torch, xla)" in plan and "diffusion_attention (torch, xla)" in plan
+    (controls,) = [line for line in lines if line.startswith("drift controls")]
+    assert "moe/xla" in controls and "moe/torch" not in controls
+
+    assert main(["gate", "base", "family", *work, "--no-timing", "--workdir", str(tmp_path / "family")]) == 0
+    out = capsys.readouterr().out
+    assert "compile selection: 4 of " in out and "triton_moe:gate_up_bf16_t16 (flybench/kernels/triton/moe.py)" in out
+    assert "triton_diffusion_attention" not in out.split("left out")[0]

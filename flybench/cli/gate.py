@@ -81,6 +81,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "(default: isa-diff/ in the work folder)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing half")
     parser.add_argument("--no-compile", action="store_true", help="skip the compile half")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check out both sides and say what each half would select and why; measure nothing")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="where the worktrees, results and database go (default: a folder per commit pair "
                              "under the system's temporary directory)")
@@ -141,9 +143,19 @@ def main(args: argparse.Namespace) -> int:
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
     if timing and not flydsl and not (args.workload or args.provider or args.case):
-        selections, said = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()))
+        selections, said, subjects = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()), cfg)
         notes += said
         timing = bool(selections)
+        if subjects:
+            cfg = replace(cfg, subject_providers=subjects)
+    untimed = "timing: not measured (" + ("--no-timing" if args.no_timing else
+                                         "no subject provider of the selection runs on this machine"
+                                         if not subjects_run else "no case is built from a changed file") + ")"
+    if args.dry_run:
+        notes.append("timing would measure: " + "; ".join(
+            f"{s.workload} ({', '.join(s.providers) or 'every provider'})" for s in selections) if timing else untimed)
+        print("\n".join(notes + _compile_plan(sides, changed, flydsl, kernels, args)))
+        return 0
     if timing:
         _check_fresh(sides, machine, args.resume)
         db = workdir / "gate.duckdb"
@@ -160,10 +172,7 @@ def main(args: argparse.Namespace) -> int:
         notes += schedule.summary(60 * args.budget_minutes, args.max_rounds)
     else:
         comparison = Comparison(machine, base, head, cfg.p_threshold)
-        notes.append("timing: not measured (" + ("--no-timing" if args.no_timing else
-                                                 "no subject provider of the selection runs on this machine"
-                                                 if not subjects_run else "no case is built from a changed file")
-                     + ")")
+        notes.append(untimed)
     if kernels:
         notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir, cache)
     comparison = replace(comparison, notes=notes)
@@ -212,10 +221,12 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 f"kernels/ exported, {note}")
 
 
-def _timing_selection(runnable, sides: dict[str, Side], changed: list[str],
-                      dtypes: tuple[str, ...]) -> tuple[list[Selection], list[str]]:
+def _timing_selection(runnable, sides: dict[str, Side], changed: list[str], dtypes: tuple[str, ...],
+                      cfg) -> tuple[list[Selection], list[str], frozenset[str]]:
     """flybench's own pull requests: the (workload, provider) pairs whose files the change touches
-    (`affected.case_files`, read at each side), one selection per workload, and the lines the report says."""
+    (`affected.case_files`, read at each side), one selection per workload with its drift controls (the
+    `[regress] control_providers` of that workload the change does not reach), the lines the report says, and
+    the subject providers."""
     pairs = sorted({(c.workload, c.provider) for c in runnable})
     files = {f"{w}/{p}": set() for w, p in pairs}
     for side in sides.values():
@@ -226,21 +237,22 @@ def _timing_selection(runnable, sides: dict[str, Side], changed: list[str],
     for name in chosen.selected:
         workload, provider = name.split("/", 1)
         by_workload.setdefault(workload, []).append(provider)
-    return ([Selection(w, tuple(ps), dtypes) for w, ps in by_workload.items()],
-            chosen.lines("timing", "workload/provider pairs"))
+    subjects = frozenset(p for ps in by_workload.values() for p in ps)
+    controls = {w: sorted(p for ww, p in pairs if ww == w and p not in subjects and cfg.is_control(p))
+                for w in by_workload}
+    said = chosen.lines("timing", "workload/provider pairs")
+    if any(controls.values()):
+        said.append("drift controls, measured in the same rounds, never failing the check: "
+                    + "; ".join(f"{w}/{p}" for w, ps in controls.items() for p in ps))
+    return ([Selection(w, tuple(ps + controls[w]), dtypes) for w, ps in by_workload.items()], said, subjects)
 
 
 def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[str], flydsl: bool,
                   kernels: list[str], args: argparse.Namespace, cfg, workdir: Path, cache: Path) -> list[str]:
     """Compile the kernels a change can affect at both sides; their resource changes and broken kernels join the
     comparison; the lines the report says about it."""
-    notes = []
     began = time.monotonic()
-    if not args.kernel:  # what the change can affect, from the files each kernel is built from
-        selection = affected.select(_kernel_files(kernels, [s.build for s in sides.values()]), changed,
-                                    affected.flydsl_shared if flydsl else affected.flybench_shared)
-        notes += selection.lines()
-        kernels = selection.selected
+    kernels, notes = _compile_selection(sides, changed, flydsl, kernels, args)
     records = {name: _compile_side(side.build, side.commit, kernels, args.arch, cache) if kernels else []
                for name, side in sides.items()}
     diffs = args.isa_diff or workdir / "isa-diff"
@@ -254,6 +266,26 @@ def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[
     notes.append(f"compile: {len(records['head'])} kernel x target compiles a side, {len(changes)} resource "
                  f"changes, {time.monotonic() - began:.0f} s")
     return notes
+
+
+def _compile_selection(sides: dict[str, Side], changed: list[str], flydsl: bool, kernels: list[str],
+                       args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The kernels the change can affect, from the files each is built from (all of `kernels` when --kernel
+    names them), and the lines the report says about it."""
+    if args.kernel:
+        return kernels, []
+    selection = affected.select(_kernel_files(kernels, [s.build for s in sides.values()]), changed,
+                                affected.flydsl_shared if flydsl else affected.flybench_shared)
+    return selection.selected, selection.lines()
+
+
+def _compile_plan(sides: dict[str, Side], changed: list[str], flydsl: bool, kernels: list[str],
+                  args: argparse.Namespace) -> list[str]:
+    """--dry-run: what the compile half would compile."""
+    if not kernels:
+        return ["compile: off (--no-compile)"]
+    chosen, lines = _compile_selection(sides, changed, flydsl, kernels, args)
+    return lines + [f"compile would build {len(chosen)} kernel{'s' if len(chosen) != 1 else ''} at both sides"]
 
 
 def compile_kernels(flydsl: bool, patterns: list[str] | None, arches: list[str] | None) -> list[str]:

@@ -44,11 +44,11 @@ class Selection:
 def select(files: dict[str, set[str]], changed: Iterable[str], shared: Callable[[str], bool]) -> Selection:
     """The kernels of `files` (kernel -> its source files, repository-relative) that `changed` can affect.
 
-    `shared` says which changed files outside every kernel's own files reach all kernels.
+    `shared` says which changed files reach all kernels, whether or not some kernel also imports them (every
+    timed case runs through the measuring harness, and some import it too).
     """
     changed = sorted(set(changed))
-    own = set().union(*files.values()) if files else set()
-    common = [path for path in changed if path not in own and not is_doc(path) and shared(path)]
+    common = [path for path in changed if not is_doc(path) and shared(path)]
     if common:
         return Selection(sorted(files), [], shared=common)
     why = {name: sorted(set(changed) & paths) for name, paths in sorted(files.items())}
@@ -58,21 +58,17 @@ def select(files: dict[str, set[str]], changed: Iterable[str], shared: Callable[
 
 def case_files(root: Path, workload: str, provider: str) -> set[str]:
     """The files of a flybench checkout at `root` that the cases of (workload, provider) are built from: the
-    provider's module and the workload's, with every `flybench` file each imports (`sources.kernel_sources`),
-    except the other workloads' own modules, which a provider's module imports through the registry without
-    building their cases."""
-    from flybench.compile.sources import kernel_sources
+    provider's module and the workload's, with every `flybench` file each imports for that workload
+    (`sources.workload_sources`)."""
+    from flybench.compile.sources import workload_sources
     from flybench.providers import get_provider
-    from flybench.workloads import WORKLOADS, get_workload
+    from flybench.workloads import get_workload
 
     def module(obj: object) -> str:
         return type(obj).__module__.replace(".", "/") + ".py"
 
-    others = {module(w) for name, w in WORKLOADS.items() if name != workload}
-    found = set()
-    for start in (module(get_provider(provider)), module(get_workload(workload))):
-        found |= {p.relative_to(root).as_posix() for p in kernel_sources(root, start, "flybench")}
-    return found - others
+    starts = [module(get_provider(provider)), module(get_workload(workload))]
+    return {path.relative_to(root).as_posix() for path in workload_sources(root, starts, workload)}
 
 
 def flybench_timing_shared(path: str) -> bool:
@@ -82,7 +78,11 @@ def flybench_timing_shared(path: str) -> bool:
 
 
 def is_doc(path: str) -> bool:
+    """Documentation, tests and CI files; a build's text files (CMakeLists.txt, requirements*.txt) are not."""
     parts = PurePosixPath(path).parts
+    name = parts[-1] if parts else ""
+    if name == "CMakeLists.txt" or name.startswith("requirements"):
+        return False
     return path.endswith(DOCS) or bool(parts and parts[0] in DOC_DIRS)
 
 

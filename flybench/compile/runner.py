@@ -116,8 +116,10 @@ def source_files(case: KernelCase, src: Path | None, root: Path = cache.ROOT) ->
         return sources.kernel_sources(src, case.module) if src is not None else []
     if case.backend == "flydsl":
         return [root / OWN_FLYDSL_FILE]
-    if "plan" in case.config:  # the provider's kernels, plans and configuration tables
-        return sorted((root / "flybench" / "kernels" / "triton").glob("*.py"))
+    if "plan" in case.config:  # its kernel's module, and the plans, tables and workload it is launched from
+        entry = case.entry.split(":")[0].replace(".", "/")
+        return sorted(sources.workload_sources(root, [entry, "flybench/kernels/triton/specs"],
+                                               case.config["plan"]["workload"]))
     return [root / "flybench" / "compile" / "triton_kernels.py"]
 
 

@@ -15,6 +15,7 @@ toolchain part of the key instead.
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 PACKAGE = "kernels"
@@ -29,8 +30,12 @@ def module_file(src: Path, module: str) -> Path | None:
     return None
 
 
-def kernel_sources(src: Path, module: str, package: str = PACKAGE) -> list[Path]:
-    """`module`'s file and every file of `package` (default `kernels`) it imports, directly or not, sorted."""
+def kernel_sources(src: Path, module: str, package: str = PACKAGE,
+                   skip: Callable[[Path], bool] | None = None) -> list[Path]:
+    """`module`'s file and every file of `package` (default `kernels`) it imports, directly or not, sorted.
+
+    Files for which `skip` is true are neither listed nor followed.
+    """
     start = module_file(src, module)
     if start is None:
         return []
@@ -38,12 +43,24 @@ def kernel_sources(src: Path, module: str, package: str = PACKAGE) -> list[Path]
     todo = [start]
     while todo:
         path = todo.pop()
-        if path in seen:
+        if path in seen or (skip is not None and skip(path)):
             continue
         seen.add(path)
         todo.extend(_package_inits(src, path))
         todo.extend(_imported_files(src, path, package))
     return sorted(seen)
+
+
+def workload_sources(root: Path, modules: list[str], workload: str) -> set[Path]:
+    """The files of a flybench checkout at `root` that `modules` import (package `flybench`) for one workload's
+    cases: a module named after another workload (`workloads/moe.py`, `kernels/triton/moe.py` for a
+    diffusion-attention case) builds that workload's cases only, so it is neither listed nor followed, though a
+    module serving several workloads imports it (lazily, in the branch of its own workload)."""
+    from flybench.workloads import WORKLOADS
+
+    others = {f"{name}.py" for name in WORKLOADS if name != workload}
+    return {path for module in modules
+            for path in kernel_sources(root, module, "flybench", skip=lambda path: path.name in others)}
 
 
 def _package_inits(src: Path, path: Path) -> list[Path]:

@@ -15,6 +15,9 @@ does, so every change is reported exactly, without any statistics).
     contract_ignore = ["samples", "clocks", "packages"]   # fields that may differ
     subject_providers = ["flydsl*"]  # globs: the providers a pull request can change (default: all);
                                      # the others measured in the same rounds are drift controls
+    control_providers = ["xla"]      # globs: on a pull request whose cases are chosen by diff, these providers
+                                     # of each chosen workload, when the change reaches none of their files,
+                                     # are measured in the same rounds as its drift controls
 
     [regress.overrides."moe.*"]               # glob on the benchmark name or "name(params)"
     relative = 0.3
@@ -70,11 +73,16 @@ class RegressConfig:
     # version changes with every commit), and a note on how it was taken (why a graph was not used).
     contract_ignore: frozenset[str] = frozenset({"samples", "clocks", "packages", "note"})
     subject_providers: frozenset[str] = frozenset({"*"})
+    control_providers: frozenset[str] = frozenset()
     overrides: tuple[tuple[str, dict[str, float]], ...] = ()
 
     def is_subject(self, provider: str | None) -> bool:
         """Whether a case of this provider is judged (subject) or only watched for drift (control)."""
         return provider is None or any(fnmatchcase(provider, pattern) for pattern in self.subject_providers)
+
+    def is_control(self, provider: str) -> bool:
+        """Whether this provider may be measured as a drift control of a workload a change reaches."""
+        return any(fnmatchcase(provider, pattern) for pattern in self.control_providers)
 
     def thresholds(self, benchmark: str, params: str, unit: str | None) -> Thresholds:
         """Defaults for the unit, then every override whose glob matches, later ones winning."""
@@ -103,6 +111,7 @@ _STRING_LISTS = {
     "deterministic_units": '["registers", "bytes"]',
     "contract_ignore": '["samples", "clocks", "packages"]',
     "subject_providers": '["flydsl", "flydsl+append"]',
+    "control_providers": '["xla"]',
 }
 _OVERRIDE_KEYS = {"relative", "absolute", "noise_k"}
 _TOP_KEYS = {*_NUMBERS, *_STRING_LISTS, "overrides"}
