@@ -69,3 +69,26 @@ def test_a_remote_repository_needs_a_full_hash(tmp_path: Path) -> None:
     done = flybench(tmp_path, "run", "--config", str(config), "--commit", "main")
     assert done.returncode == 2
     assert "measures the remote repository https://github.com/ROCm/FlyDSL.git: pass --commit with a full" in done.stderr
+
+
+def test_a_run_whose_cases_failed_exits_1_not_2(clone: Path, monkeypatch, capsys) -> None:
+    """asv exits 2 when a benchmark failed; `flybench run` keeps 2 for bad input, so the gate that runs it can tell
+    a refused selection from a case that failed (recorded, and judged as failed)."""
+    from flybench.cli import main, run
+
+    asv_runs, real_run = [], subprocess.run
+
+    def fake_run(command, **kwargs):
+        if command[1:4] != ["-m", "asv", "run"]:
+            return real_run(command, **kwargs)
+        asv_runs.append(command)
+        return subprocess.CompletedProcess(command, 2)
+
+    monkeypatch.chdir(clone)
+    monkeypatch.setenv("FLYBENCH_DEVICE", "cpu")
+    monkeypatch.setattr(run, "_register_machine", lambda *a: None)
+    monkeypatch.setattr(run.subprocess, "run", fake_run)
+    monkeypatch.setattr("flybench.cli._summary.print_run_summary", lambda *a: None)
+    assert main(["run", "-w", "gemm", "-p", "torch", "-d", "bf16", "--machine", "t"]) == 1
+    assert len(asv_runs) == 1
+    assert "some cases failed or did not finish" in capsys.readouterr().err

@@ -111,7 +111,11 @@ def main(args: argparse.Namespace) -> int:
         from flybench.cli._counters import counter_pass
 
         counter_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
-    return code
+    if code:  # asv says 2 when a benchmark failed; here 2 means bad input, and failed cases are recorded
+        print("flybench run: some cases failed or did not finish; each reason is in the table above and in the "
+              "case records", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _chunks(runnable: list[Choice]) -> dict[str, list[Choice]]:
