@@ -111,6 +111,17 @@ def test_the_compile_half_reports_every_resource_a_kernel_change_moved(subject: 
     assert not (tmp_path / "aa" / "isa-diff").exists()  # the same code at two paths is no change
 
 
+def test_a_comment_in_a_kernels_module_changes_no_machine_code(subject: Path, tmp_path: Path) -> None:
+    """The two sides compile from checkouts at different paths, which the debug sections name: not a change."""
+    out = tmp_path / "gate.json"
+    assert main(["gate", "base", "family", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--no-timing",
+                 "-k", "triton_moe:down_bf16_t16", "--arch", "gfx942", "--json", str(out)]) == 0
+    notes = json.loads(out.read_text())["notes"]
+    assert "compile: 1 kernel x target compiles a side, 0 resource changes" in " ".join(notes)
+    assert not any(n.startswith("machine code changed") for n in notes)
+    assert not (tmp_path / "work" / "isa-diff").exists()
+
+
 def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: Path, tmp_path: Path,
                                                                        capsys) -> None:
     """On the CPU: two rounds a side of one tiny torch MoE case, each a `flybench run` of its own, judged over
@@ -244,7 +255,7 @@ def test_a_real_flydsl_pull_request_through_the_compile_half(tmp_path: Path) -> 
                  "--workdir", str(tmp_path / "work"), "--markdown", str(md)]) == 0
     text = md.read_text()
     assert text.startswith("<!-- flybench-compare -->\n### :white_check_mark: flybench:")
-    assert "- compile selection: 3 of 14 kernels, built from changed files: preshuffle\\_gemm:bf16\\_prefill " \
+    assert "- compile selection: 7 of 33 kernels, built from changed files: preshuffle\\_gemm:bf16\\_prefill " \
            "(kernels/gemm/preshuffle\\_gemm.py)" in text  # file names from the diff, as literal markdown
     assert "kernels/ exported, flydsl 0." in text and "left out, none of their files changed: flash\\_attn" in text
 

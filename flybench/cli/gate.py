@@ -366,9 +366,19 @@ def _isa_diffs(base: list[dict], head: list[dict], cache: Path, out: Path) -> di
             text = path.read_text(errors="replace")
         except OSError:
             return None
-        # the code alone: debug-line directives name each side's own checkout, and comments echo source lines
-        lines = (line.split(";", 1)[0].split("//", 1)[0].rstrip() for line in text.splitlines())
-        return [line + "\n" for line in lines if line.strip() and not line.lstrip().startswith(DEBUG_DIRECTIVES)]
+        # the code alone: debug sections and line directives name each side's own checkout, and comments echo
+        # source lines
+        kept, in_debug = [], False
+        for raw in text.splitlines():
+            line = raw.split(";", 1)[0].split("//", 1)[0].rstrip()
+            word = line.strip()
+            if word.startswith((".section", ".text")):
+                in_debug = ".debug" in word
+            if in_debug:
+                in_debug = word != "}"  # a PTX debug section's block ends here
+            elif word and not word.startswith(DEBUG_DIRECTIVES):
+                kept.append(line + "\n")
+        return kept
 
     sides = [{(r["kernel"], r["arch"]): r for r in records} for records in (base, head)]
     changed: dict[str, list[str]] = {}
