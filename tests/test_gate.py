@@ -319,3 +319,41 @@ def test_a_dry_run_says_what_each_half_would_select_and_which_providers_watch_fo
     out = capsys.readouterr().out
     assert "compile selection: 4 of " in out and "triton_moe:gate_up_bf16_t16 (flybench/kernels/triton/moe.py)" in out
     assert "triton_diffusion_attention" not in out.split("left out")[0]
+
+
+def test_flydsls_timed_cases_are_selected_by_the_modules_their_provider_says_they_launch(tmp_path: Path) -> None:
+    """FlyDSL's timing half (its flydsl providers run on ROCm only, so the selection is exercised alone): a
+    change to the attention kernels times the attention cases, with CK beside them as the drift control; a change
+    to the GEMM, which flybench does not time, times nothing; the compiler times everything."""
+    from flybench.cli import gate
+    from flybench.regress.config import RegressConfig
+    from flybench.selection import Choice
+
+    src = tmp_path / "kernels-tree"
+    for path, text in {"kernels/__init__.py": "", "kernels/attention/__init__.py": "",
+                       "kernels/attention/flash_attn_interface.py": "from kernels.attention import flash_attn_generic\n",
+                       "kernels/attention/flash_attn_generic.py": "from kernels.common import lds\n",
+                       "kernels/common/lds.py": "", "kernels/moe/moe_gemm_2stage.py": "from kernels.common import lds\n",
+                       "kernels/gemm/preshuffle_gemm.py": ""}.items():
+        (src / path).parent.mkdir(parents=True, exist_ok=True)
+        (src / path).write_text(text)
+    side = gate.Side("base", "0" * 40, tmp_path / "asv.conf.json", {}, gate.Build(src, [], [], src), "")
+    sides = {"base": side, "head": side._replace(name="head")}
+    runnable = [Choice("attention", "flydsl", "bf16", None), Choice("moe", "flydsl", "fp8", None),
+                Choice("attention", "ck", "bf16", None), Choice("attention", "torch", "bf16", None),
+                Choice("moe", "ck", "fp8", None)]
+    cfg = RegressConfig(subject_providers=frozenset({"flydsl*"}), control_providers=frozenset({"ck"}))
+
+    def select(*changed: str):
+        return gate._timing_selection(runnable, sides, list(changed), (), cfg, True, "quick")
+
+    chosen, said, subjects = select("kernels/attention/flash_attn_generic.py")
+    assert chosen == [Selection("attention", ("flydsl", "ck"), ())] and subjects == {"flydsl"}
+    assert said[0] == ("timing selection: 1 of 2 workload/provider pairs, built from changed files: "
+                       "attention/flydsl (kernels/attention/flash_attn_generic.py)")
+    assert said[-1].endswith("attention/ck")
+    shared_kernel, _, _ = select("kernels/common/lds.py")
+    assert [s.workload for s in shared_kernel] == ["attention", "moe"]
+    assert select("kernels/gemm/preshuffle_gemm.py", "docs/x.md")[0] == []
+    compiler, said, _ = select("python/flydsl/compiler/jit_function.py")
+    assert len(compiler) == 2 and "shared code changed" in said[0]

@@ -208,6 +208,12 @@ def test_the_saved_json_renders_again(big: Comparison, tmp_path: Path, capsys) -
     assert main([str(tmp_path / "bad.json")]) == 2
     assert "not a comparison" in capsys.readouterr().err
     assert main([str(tmp_path / "missing.json")]) == 2 and "cannot read" in capsys.readouterr().err
+    url = "https://github.com/o/r/actions/runs/1/artifacts/2?name=isa (diff)"
+    assert main([str(saved), "--link", f"ISA diffs [gfx942]={url}", "--output", str(out)]) == 0
+    assert "- [ISA diffs \\[gfx942\\]](https://github.com/o/r/actions/runs/1/artifacts/2?name=isa%20%28diff%29)" \
+        in out.read_text()  # the text literal, the URL unable to end the link early
+    assert main([str(saved), "--link", "ISA diffs=file:///etc/passwd"]) == 2
+    assert "is not TEXT=URL with an http(s) URL" in capsys.readouterr().err
 
 
 def run_record(case: str, provider: str, status: str = "ok", reason: str | None = None) -> records.CaseRecord:

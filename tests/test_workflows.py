@@ -285,3 +285,28 @@ def test_the_gates_verdict_reads_each_halfs_exit_status(tmp_path, compile_status
            "GITHUB_OUTPUT": str(output)}
     subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], env=env, check=True)
     assert output.read_text() == f"verdict={expected}\n"
+
+
+def test_aiters_caller_gates_the_two_flydsl_releases_its_pull_request_pins(tmp_path):
+    """The adoption page's AITER caller: its first job reads FLYDSL_VERSION from setup.py at both commits (run by
+    bash on a repository shaped like AITER's), and hands the two release tags to the gate as its sides."""
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "gate.md").read_text(), re.S)
+    (aiter,) = [yaml.safe_load(b) for b in blocks if "flydsl-base" in b]
+    assert aiter["jobs"]["flybench"]["with"]["flydsl-head"] == "${{ needs.pins.outputs.head }}"
+    step = only([s for s in aiter["jobs"]["pins"]["steps"] if s.get("id") == "pin"])
+    repo = tmp_path / "aiter"
+    repo.mkdir()
+    shas = []
+    for version in ("0.3.2", "0.5.0"):
+        (repo / "setup.py").write_text(f'import os\nFLYDSL_VERSION = "flydsl=={version}"\nsetup()\n')
+        for words in (["init", "-q"] if not shas else [], ["add", "-A"],
+                      ["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", version]):
+            if words:
+                subprocess.run(["git", *words], cwd=repo, check=True)
+        shas.append(subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                                   check=True).stdout.strip())
+    output = tmp_path / "out"
+    env = {**os.environ, "BASE_SHA": shas[0], "HEAD_SHA": shas[1], "GITHUB_OUTPUT": str(output)}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo, env=env,
+                   check=True)
+    assert output.read_text() == "base=v0.3.2\nhead=v0.5.0\n"

@@ -121,6 +121,8 @@ def main(args: argparse.Namespace) -> int:
     flydsl = args.flydsl_repo is not None
     if flydsl and cfg.subject_providers == frozenset({"*"}):
         cfg = replace(cfg, subject_providers=frozenset({"flydsl*"}))  # FlyDSL's pull requests change FlyDSL's code
+    if flydsl and not cfg.control_providers:
+        cfg = replace(cfg, control_providers=frozenset({"ck"}))  # AMD's own kernels beside FlyDSL's, as drift controls
     workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
     device = hardware.detect()
     runnable = [c for c in choices(device, workloads, args.provider, args.dtype) if c.reason is None]
@@ -142,8 +144,9 @@ def main(args: argparse.Namespace) -> int:
     changed = subject_code.changed_files(repo, base, head)
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
-    if timing and not flydsl and not (args.workload or args.provider or args.case):
-        selections, said, subjects = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()), cfg)
+    if timing and not (args.workload or args.provider or args.case):
+        selections, said, subjects = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()), cfg,
+                                                       flydsl, args.shape_set)
         notes += said
         timing = bool(selections)
         if subjects:
@@ -221,25 +224,26 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 f"kernels/ exported, {note}")
 
 
-def _timing_selection(runnable, sides: dict[str, Side], changed: list[str], dtypes: tuple[str, ...],
-                      cfg) -> tuple[list[Selection], list[str], frozenset[str]]:
-    """flybench's own pull requests: the (workload, provider) pairs whose files the change touches
-    (`affected.case_files`, read at each side), one selection per workload with its drift controls (the
-    `[regress] control_providers` of that workload the change does not reach), the lines the report says, and
-    the subject providers."""
-    pairs = sorted({(c.workload, c.provider) for c in runnable})
+def _timing_selection(runnable, sides: dict[str, Side], changed: list[str], dtypes: tuple[str, ...], cfg,
+                      flydsl: bool, shape_set: str) -> tuple[list[Selection], list[str], frozenset[str]]:
+    """The (workload, provider) pairs of the subject whose files the change touches, read at each side
+    (flybench's: `affected.case_files`; FlyDSL's: `affected.flydsl_case_files`, the modules its cases launch), one selection per workload with its drift controls (the `[regress] control_providers` of
+    that workload the change does not reach), the lines the report says, and the subject providers."""
+    pairs = sorted({(c.workload, c.provider) for c in runnable if not flydsl or cfg.is_subject(c.provider)})
     files = {f"{w}/{p}": set() for w, p in pairs}
     for side in sides.values():
         for w, p in pairs:
-            files[f"{w}/{p}"] |= affected.case_files(side.build.root, w, p)
-    chosen = affected.select(files, changed, affected.flybench_timing_shared)
+            files[f"{w}/{p}"] |= (affected.flydsl_case_files(side.build.root, w, p, shape_set, sorted(
+                {c.dtype for c in runnable if (c.workload, c.provider) == (w, p)})) if flydsl
+                                  else affected.case_files(side.build.root, w, p))
+    chosen = affected.select(files, changed, affected.flydsl_shared if flydsl else affected.flybench_timing_shared)
     by_workload: dict[str, list[str]] = {}
     for name in chosen.selected:
         workload, provider = name.split("/", 1)
         by_workload.setdefault(workload, []).append(provider)
     subjects = frozenset(p for ps in by_workload.values() for p in ps)
-    controls = {w: sorted(p for ww, p in pairs if ww == w and p not in subjects and cfg.is_control(p))
-                for w in by_workload}
+    controls = {w: sorted({c.provider for c in runnable if c.workload == w and c.provider not in subjects
+                           and cfg.is_control(c.provider)}) for w in by_workload}
     said = chosen.lines("timing", "workload/provider pairs")
     if any(controls.values()):
         said.append("drift controls, measured in the same rounds, never failing the check: "

@@ -29,6 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help=f"the markdown stays under this many characters (default {report.MARKDOWN_LIMIT:,}; "
                              "a GitHub comment holds 65,536, a job summary 1 MiB)")
     parser.add_argument("--full-report-url", help="where the full JSON report is (the uploaded artifact's URL)")
+    parser.add_argument("--link", action="append", default=[], metavar="TEXT=URL",
+                        help="a link to add after the notes (repeatable), e.g. the ISA diffs' artifact")
     parser.add_argument("--comment-name", default="",
                         help="a marker of its own, for a second comment on the same pull request")
     return parser
@@ -39,6 +41,17 @@ def main(args: argparse.Namespace) -> int:
         comparison = report.from_json(args.report.read_text(encoding="utf-8"))
     except OSError as exc:
         raise FlybenchError(f"cannot read {args.report}: {exc.strerror or exc}") from exc
+    links = [_link(text) for text in args.link]
     report.write(comparison, args.format, args.output, limit=args.limit, full_report=args.full_report_url,
-                 marker=report.comment_marker(args.comment_name))
+                 marker=report.comment_marker(args.comment_name), links=links)
     return 0
+
+
+def _link(text: str) -> tuple[str, str]:
+    """`--link TEXT=URL` as (text, url); the URL must be http(s)."""
+    label, found, rest = text.partition("=http")  # a URL's own query may hold "=" too
+    url = "http" + rest
+    if not (label and found and url.startswith(("http://", "https://"))):
+        raise FlybenchError(f"--link {text!r} is not TEXT=URL with an http(s) URL: write e.g. "
+                            "--link 'ISA diffs=https://github.com/o/r/actions/runs/1/artifacts/2'")
+    return label, url

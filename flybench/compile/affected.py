@@ -71,6 +71,27 @@ def case_files(root: Path, workload: str, provider: str) -> set[str]:
     return {path.relative_to(root).as_posix() for path in workload_sources(root, starts, workload)}
 
 
+def flydsl_case_files(src: Path, workload: str, provider: str, shape_set: str, dtypes: Iterable[str]) -> set[str]:
+    """The files of a FlyDSL tree `src` that the timed cases of (workload, provider) load: the entry points the
+    provider says each case launches (`Provider.implementation(case, dtype)["kernels"]`: "kernels.x.y.fn", or
+    "path.py:fn"), as their modules with every file of `kernels/` those import."""
+    from flybench.compile.sources import kernel_sources
+    from flybench.providers import get_provider
+    from flybench.workloads import get_workload
+
+    chosen, load = get_provider(provider), get_workload(workload)
+    entries = {entry for case in load.cases(shape_set) for dtype in dtypes
+               for entry in chosen.implementation(case, dtype).get("kernels", [])}
+    files: set[str] = set()
+    for entry in entries:
+        parts = entry.split(":")[0].removesuffix(".py").replace(".", "/").split("/") if ":" in entry \
+            else entry.split(".")
+        while len(parts) > 1 and not kernel_sources(src, "/".join(parts)):
+            parts.pop()  # from "kernels.moe.moe_gemm_2stage.compile_moe_gemm1" to its module
+        files |= {path.relative_to(src).as_posix() for path in kernel_sources(src, "/".join(parts))}
+    return files
+
+
 def flybench_timing_shared(path: str) -> bool:
     """flybench: the measuring harness, the suites asv runs and the packaging reach every timed case."""
     return path.startswith(("flybench/measure/", "benchmarks/")) or path in (

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from asv.util import human_value
 from rich.console import Group, RenderableType
@@ -85,8 +85,13 @@ def exit_code(outcome: Outcome) -> int:
     return EXIT_REGRESSION if any(r.step.worse for r in outcome) else EXIT_OK
 
 
+URL_SAFE = ":/?#[]@!$&'*+,;=%~"
+"""Characters a link's URL keeps as they are; the rest (spaces, parentheses) are percent-encoded so the
+markdown link cannot end early."""
+
+
 def markdown(outcome: Outcome, *, limit: int = MARKDOWN_LIMIT, full_report: str | None = None,
-             marker: str = "", dashboard: str | None = None) -> str:
+             marker: str = "", dashboard: str | None = None, links: Sequence[tuple[str, str]] = ()) -> str:
     """A comment ready to post on a pull request (or an issue, for history regressions).
 
     Under `limit` UTF-8 bytes: past that, rows are left out, the most
@@ -95,10 +100,11 @@ def markdown(outcome: Outcome, *, limit: int = MARKDOWN_LIMIT, full_report: str 
     comparison's comment starts with `marker` where one is given (`write`
     gives COMMENT_MARKER, so a comment file always carries it). A history
     alert links each regression to `dashboard`'s History view of its series
-    where the dashboard's address is given.
+    where the dashboard's address is given. A comparison's `links` (text,
+    http(s) URL), e.g. the ISA diffs' artifact, follow its notes.
     """
     if isinstance(outcome, Comparison):
-        return _comparison_md(outcome, limit, full_report, marker)
+        return _comparison_md(outcome, limit, full_report, marker, links)
     return _regressions_md(outcome, limit, full_report, dashboard)
 
 
@@ -138,7 +144,8 @@ def from_json(text: str) -> Comparison:
 
 
 def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int = MARKDOWN_LIMIT,
-          full_report: str | None = None, marker: str = COMMENT_MARKER, dashboard: str | None = None) -> None:
+          full_report: str | None = None, marker: str = COMMENT_MARKER, dashboard: str | None = None,
+          links: Sequence[tuple[str, str]] = ()) -> None:
     """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout.
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
@@ -148,7 +155,7 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
             print_rich(terminal(outcome), stream)
         elif fmt == "markdown":
             stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker,
-                                  dashboard=dashboard) + "\n")
+                                  dashboard=dashboard, links=links) + "\n")
         else:
             stream.write(to_json(outcome) + "\n")
 
@@ -191,7 +198,8 @@ def resource_text(change: ResourceChange) -> str:
     return f"{change.name}: {label} {change.base:g} -> {change.head:g}{where}"
 
 
-def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: str) -> str:
+def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: str,
+                   links: Sequence[tuple[str, str]]) -> str:
     mark = ":red_circle:" if c.failing else ":white_check_mark:"
 
     def n(verdict: str) -> int:
@@ -229,8 +237,10 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
     ]
+    lines = [*(f"- {_md_text(note)}" for note in c.notes),
+             *(f"- [{_md_text(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
     head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", "",
-            *([*(f"- {_md_text(note)}" for note in c.notes), ""] if c.notes else [])]
+            *([*lines, ""] if lines else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
              f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
