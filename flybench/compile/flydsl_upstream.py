@@ -60,16 +60,52 @@ def flash_attn_generic(config: dict[str, Any]) -> None:
     launch.compile(q, kv, kv, q, b, s)
 
 
+def _dualwave(config: dict[str, Any]) -> dict[str, Any]:
+    """The gfx950 dual-wave builders' arguments, as FlyDSL's flash-attention test (and CI) passes them."""
+    return dict(num_heads=config["num_heads"], head_dim=config["head_dim"], causal=config["causal"],
+                dtype_str=config["dtype"], num_kv_heads=config["num_kv_heads"], waves_per_eu=2, daz=True,
+                dualwave_swp_lazy_rescale=True, dualwave_swp_setprio=True, dualwave_swp_enable_stagger=True)
+
+
 def flash_attn_gfx950(config: dict[str, Any]) -> None:
     """kernels/attention/flash_attn_gfx950.py (dual-wave, software-pipelined), the gfx950 dense path."""
     from kernels.attention.flash_attn_gfx950 import build_flash_attn_dualwave_swp_module
 
     b, s, h, hkv, d = (config[k] for k in ("batch", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
-    launch = call(build_flash_attn_dualwave_swp_module, num_heads=h, head_dim=d, causal=config["causal"],
-                  dtype_str=config["dtype"], num_kv_heads=hkv, waves_per_eu=2, daz=True,
-                  dualwave_swp_lazy_rescale=True, dualwave_swp_setprio=True, dualwave_swp_enable_stagger=True)
+    launch = call(build_flash_attn_dualwave_swp_module, **_dualwave(config))
     q, kv = _meta((b, s, h, d), _torch_dtype(config["dtype"])), _meta((b, s, hkv, d), _torch_dtype(config["dtype"]))
     launch.compile(q, kv, kv, q, b, s)
+
+
+def flash_attn_fp8_gfx950(config: dict[str, Any]) -> None:
+    """kernels/attention/flash_attn_fp8_gfx950.py: e4m3fn Q/K/V with per-tensor descales and a bf16 output,
+    flattened as the interface passes them."""
+    from kernels.attention.flash_attn_fp8_gfx950 import build_flash_attn_dualwave_swp_fp8_module
+
+    b, s, h, hkv, d = (config[k] for k in ("batch", "seq_len", "num_heads", "num_kv_heads", "head_dim"))
+    launch = call(build_flash_attn_dualwave_swp_fp8_module, **_dualwave(config))
+    kv, descale = _meta(b * s * hkv * d, _fp8()), _meta(1, "float32")
+    launch.compile(_meta(b * s * h * d, _fp8()), kv, kv, _meta(b * s * h * d, "bfloat16"), b, s,
+                   q_descale=descale, k_descale=descale, v_descale=descale)
+
+
+def mla_decode(config: dict[str, Any]) -> None:
+    """kernels/attention/mla_fwd_decode_m16x8_fp8_fp8.py: DeepSeek MLA decode (128 heads, fp8 Q and KV, page size
+    1), one persistent workgroup per CU walking aiter's work list; CU count and LDS per CU are MI300X's / MI355X's."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.attention import mla_fwd_decode_m16x8_fp8_fp8 as mla
+
+    b, ctx = config["batch"], config["context_length"]
+    cus, lds = {"gfx942": (304, 65536), "gfx950": (256, 163840)}[os.environ["FLYDSL_GPU_ARCH"]]
+    # aiter's scheduler sizes the work list and the split results at run time: one of each per CU here
+    rows, pages, partials = b * mla.NUM_QO_HEADS, b * ctx, cus * mla.NUM_QO_HEADS
+    fp8 = _fp8()
+    flyc.compile(mla.launch_mla_fwd_decode_m16x8_fp8_fp8, _meta((rows, mla.QK_HEAD_DIM), fp8),
+                 _meta((pages, mla.QK_HEAD_DIM), fp8), _meta(pages, "int32"), _meta(cus + 1, "int32"),
+                 _meta(cus * mla.SIZE_MLA_WORK_INFO_IN_DW, "int32"), _meta((rows, mla.V_HEAD_DIM), "bfloat16"),
+                 _meta((partials, mla.V_HEAD_DIM), "float32"), _meta(partials, "float32"),
+                 mla.QK_HEAD_DIM ** -0.5, cus, lds, fx.Stream(None))
 
 
 def pa_decode_tile(config: dict[str, Any]) -> None:
@@ -109,7 +145,8 @@ def _moe_routing(tokens: int, topk: int, experts: int, tile_m: int) -> tuple[Any
 
 
 def moe_gemm_2stage(config: dict[str, Any]) -> None:
-    """kernels/moe/moe_gemm_2stage: stage 1 (gate-up + SiLU) or stage 2 (down projection, atomic accumulate)."""
+    """kernels/moe/moe_gemm_2stage: stage 1 (gate-up + SiLU) or stage 2 (down projection, atomically accumulated
+    per token, or with accumulate=False one row per (token, expert slot) for a later reduce)."""
     import flydsl.compiler as flyc
     import flydsl.expr as fx
     from kernels.moe import moe_gemm_2stage as moe
@@ -126,8 +163,10 @@ def moe_gemm_2stage(config: dict[str, Any]) -> None:
         w, scale_w, n, k = _meta(experts * 2 * inter * model, fp8), _meta(experts * 2 * inter, "float32"), inter, model
         scale_x = _meta(tokens, "float32")
     else:
-        exe = call(moe.compile_moe_gemm2, doweight_stage2=True, accumulate=True, **common)
-        out, x = _meta((tokens, model), out_dtype), _meta(tokens * topk * inter, fp8)
+        accumulate = config.get("accumulate", True)
+        exe = call(moe.compile_moe_gemm2, doweight_stage2=True, accumulate=accumulate, **common)
+        out = _meta((tokens if accumulate else tokens * topk, model), out_dtype)
+        x = _meta(tokens * topk * inter, fp8)
         w, scale_w, n, k = _meta(experts * model * inter, fp8), _meta(experts * model, "float32"), model, inter
         scale_x = _meta(tokens * topk, "float32")
     flyc.compile(exe, out, x, w, scale_x, scale_w, sorted_ids, expert_ids, weights, valid, tokens, n, k, blocks,
@@ -141,8 +180,9 @@ def preshuffle_gemm(config: dict[str, Any]) -> None:
     from kernels.gemm.preshuffle_gemm import compile_preshuffle_gemm
 
     m, n, k, dtype = config["M"], config["N"], config["K"], config["in_dtype"]
+    async_copy = {key: config[key] for key in ("use_async_copy", "waves_per_eu") if key in config}
     launch = call(compile_preshuffle_gemm, N=n, K=k, tile_m=config["tile_m"], tile_n=config["tile_n"],
-                  tile_k=config["tile_k"], in_dtype=dtype, out_dtype="bf16")
+                  tile_k=config["tile_k"], in_dtype=dtype, out_dtype="bf16", **async_copy)
     eight_bit = dtype in ("fp8", "int8")
     element = "int8" if eight_bit else _torch_dtype(dtype)  # the tests pass fp8 data viewed as int8
     b = _meta(n * k, element)
@@ -150,3 +190,95 @@ def preshuffle_gemm(config: dict[str, Any]) -> None:
     scale_b = _meta(n if eight_bit else 0, "float32")
     flyc.compile(launch, _meta(m * n, "bfloat16"), _meta(m * k, element), b, scale_a, scale_b,
                  _meta(0, "bfloat16"), m, n, fx.Stream(None))
+
+
+def mxfp_moe_stage1(config: dict[str, Any]) -> None:
+    """kernels/moe/mxfp_moe stage 1: MX-FP4 (a4w4) or fp8 (a8w4) activations times MX-FP4 gate-up weights, SiLU
+    and the fp4 re-quant of the result; its operands are raw pointers, so nothing is allocated."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.moe.mxfp_moe import gemm1
+
+    tokens, model, inter, experts, topk = (config[k] for k in ("tokens", "model_dim", "inter_dim", "experts", "topk"))
+    bm = config["tile_m"]
+    # the test streams the weights (non-temporal loads) at BM 32, and the host keeps that while there are fewer
+    # M blocks than experts
+    use_nt = bm == 32 and -(-tokens * topk // bm) < experts
+    launch = call(gemm1.compile_gemm1_a4w4_port, BM=bm, use_nt=use_nt, inline_quant=False, D_HIDDEN=model,
+                  D_INTER=inter, NE=experts, TOPK=topk, a_dtype=config["a_dtype"])
+    grid = gemm1.gemm1_grid(tokens, bm, NE=experts, TOPK=topk, INTER=inter)
+    flyc.compile(launch, *[0] * 7, tokens, grid, 0, 0, 0, fx.Stream(None))
+
+
+def gemm_a16w16(config: dict[str, Any]) -> None:
+    """kernels/gemm/gemm_a16w16_gfx950.py (FlyDSL CI's hgemm): C = A B in the NT layout, f16/bf16 in and out, with
+    the parameters and layout-dynamic operands its `gemm_a16w16` host passes."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.gemm import gemm_a16w16_gfx950 as hgemm
+
+    m, n, k = config["M"], config["N"], config["K"]
+    dtype_id = hgemm.GEMM_A16W16_DTYPE_FP16 if config["dtype"] == "fp16" else hgemm.GEMM_A16W16_DTYPE_BF16
+    param = call(hgemm.make_gemm_a16w16_gfx950_param, in_dtype_id=dtype_id, out_dtype_id=dtype_id,
+                 **{key: config[key] for key in ("block_m", "block_n", "block_k", "stages", "split_k", "m_waves",
+                                                 "n_waves", "k_waves", "use_half_tile_interleaved")},
+                 group_m=0, a_is_transposed=False, b_is_transposed=True, has_bias=False)
+    element = _torch_dtype(config["dtype"])
+
+    def dynamic(tensor: Any, leading_dim: int) -> Any:
+        return flyc.from_torch_tensor(tensor).mark_layout_dynamic(leading_dim=leading_dim)
+
+    a = dynamic(_meta((m, k), element), 1)
+    flags = _meta(hgemm.SPLIT_K_SEMAPHORE_MAX_LEN, "int32")  # the split-K semaphores and signals
+    flyc.compile(hgemm.gemm_a16w16_gfx950, dynamic(_meta((m, n), element), 1), a,
+                 dynamic(_meta((n, k), element).t(), 0), a, flags, flags, config["split_k"], param, fx.Stream(None))
+
+
+def fp8_gemm_8wave(config: dict[str, Any]) -> None:
+    """kernels/gemm/fp8_gemm_8wave.py: 8-wave ping-pong fp8 GEMM with row scales, B row-major; B and the scales
+    are static tensors (`from_torch_tensor`), as FlyDSL's test passes them by default."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.gemm.fp8_gemm_8wave import compile_fp8_gemm_8w
+
+    m, n, k = config["M"], config["N"], config["K"]
+    launch = call(compile_fp8_gemm_8w, K=k, BLOCK_M=config["tile_m"], BLOCK_N=config["tile_n"], b_preshuffled=False)
+    static = flyc.from_torch_tensor
+    flyc.compile(launch, _meta(m * k, "int8"), static(_meta(n * k, "int8")), _meta(m * n, "bfloat16"),
+                 static(_meta(m, "float32")), static(_meta(n, "float32")), m, n, fx.Stream(None))
+
+
+def fp4_gemm_4wave(config: dict[str, Any]) -> None:
+    """kernels/gemm/fp4_gemm_4wave.py: MX-FP4 GEMM (fp4 pairs and e8m0 scales per 32 as bytes, B pre-shuffled),
+    bf16 out, M and N baked in as FlyDSL's test does."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.gemm.fp4_gemm_4wave import compile_fp4_gemm_4w
+
+    m, n, k = config["M"], config["N"], config["K"]
+    launch = call(compile_fp4_gemm_4w, K=k, MN=(m, n))
+    flyc.compile(launch, _meta(m * k // 2, "uint8"), _meta(n * k // 2, "uint8"), _meta(m * n, "bfloat16"),
+                 _meta(m * k // 32, "uint8"), _meta(n * k // 32, "uint8"), m, n, fx.Stream(None))
+
+
+def norm(config: dict[str, Any]) -> None:
+    """kernels/norm/: layernorm, rmsnorm or softmax of each row of an [M, N] tensor, one workgroup a row."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+
+    m, n, op, dtype = config["M"], config["N"], config["op"], config["dtype"]
+    rows = _meta((m, n), _torch_dtype(dtype))
+    if op == "layernorm":  # input, gamma, beta and output as raw pointers
+        from kernels.norm.layernorm_kernel import build_layernorm_module
+
+        element = getattr(fx, {"bf16": "BFloat16", "f16": "Float16", "f32": "Float32"}[dtype])
+        launch, args = call(build_layernorm_module, N=n, dtype_str=dtype), [flyc.from_c_void_p(element, 0)] * 4
+    elif op == "rmsnorm":
+        from kernels.norm.rmsnorm_kernel import build_rmsnorm_module
+
+        launch, args = call(build_rmsnorm_module, N=n, dtype_str=dtype), [rows, _meta(n, _torch_dtype(dtype)), rows]
+    else:
+        from kernels.norm.softmax_kernel import build_softmax_module
+
+        launch, args = call(build_softmax_module, M=m, N=n, dtype_str=dtype), [rows, rows]
+    flyc.compile(launch, *args, m, fx.Stream(None))
