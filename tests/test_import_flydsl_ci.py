@@ -281,3 +281,20 @@ def test_run_to_run_jumps_count_as_noise_for_single_values() -> None:
              for i in range(24)]
     (step,) = detect(quiet, RegressConfig(relative=0.05).thresholds("x", "", "TFLOPS"))
     assert (step.last_good, step.first_bad) == ("11", "12") and step.confidence > 0.99
+
+
+def test_the_nightly_report_is_about_main_and_pull_request_runs_stay_out(full: Path, tmp_path: Path,
+                                                                        capsys) -> None:
+    """`flybench regressions` as the nightly runs it: a step seen only in a pull request's runs (PR 830's one-run
+    blips of tiny attention cases) is not in the main report and does not fail it; `--runs pr` still finds it."""
+    from flybench.cli import main
+
+    out = tmp_path / "main.json"
+    code = main(["regressions", "--subject", "flydsl", "--db", str(full), "--format", "json", "--output", str(out)])
+    assert all(r["env_name"] == "flydsl-ci" for r in json.loads(out.read_text()))
+    assert code == (1 if json.loads(out.read_text()) else 0)
+    prs = tmp_path / "prs.json"
+    assert main(["regressions", "--subject", "flydsl", "--db", str(full), "--runs", "pr", "--format", "json",
+                 "--output", str(prs)]) == 1
+    found = json.loads(prs.read_text())
+    assert found and all(r["env_name"].startswith("flydsl-ci-pr") for r in found)

@@ -50,7 +50,7 @@ def test_ingest_stores_the_steps_and_readers_read_them(db: Path, project: AsvPro
                   {"subject": PROJECT, "benchmark": "flash_*"}):
         assert stored.regressions(db, **scope) == find_regressions(db, **scope)
     with connect(db) as conn:  # a stored answer is what readers return: no refit while the rows are unchanged
-        conn.execute("UPDATE regression_steps SET confidence = 0.5 WHERE benchmark = 'attention.Quick.track_time'")
+        conn.execute("UPDATE alerts SET confidence = 0.5 WHERE benchmark = 'attention.Quick.track_time'")
     [step] = [r for r in stored.regressions(db) if r.series == SERIES]
     assert step.step.confidence == 0.5 and step.runs == "main"
     assert stored.refresh(db) == []
@@ -61,9 +61,13 @@ def test_changed_rows_are_recomputed_until_the_next_ingest_stores_them(db: Path,
         conn.execute("UPDATE results SET value = 1e-3 WHERE benchmark = 'attention.Quick.track_time'")
     fresh = find_regressions(db)
     assert SERIES not in [r.series for r in fresh]
-    assert stored.regressions(db) == fresh
+    # until a scan sees the series back at its old level, its alert stays open beside what the fit finds now
+    assert SERIES in [r.series for r in stored.regressions(db)]
     assert stored.refresh(db) == [(PROJECT, MACHINE)]  # the compile-only machine's rows did not change
     assert stored.regressions(db) == fresh and len(stored_rows(db)) == 2
+    with connect(db, read_only=True) as conn:
+        assert conn.execute("SELECT status FROM alerts WHERE benchmark = 'attention.Quick.track_time'").fetchall() \
+            == [("recovered",)]
 
 
 def test_new_thresholds_take_effect_without_an_ingest(db: Path, tmp_path: Path) -> None:

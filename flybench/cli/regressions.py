@@ -25,6 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
                         help="accepted levels (flybench accept): steps up to them are not reported "
                              f"(default: {accepted.DEFAULT_PATH}, if it exists)")
+    parser.add_argument("--runs", choices=("main", "pr", "branch", "all"), default="main",
+                        help="whose steps: main's (default, the nightly report), pull requests' runs, other "
+                             "branches', or all; a pull request's own check is `flybench gate`")
     parser.add_argument("--dashboard-url", help="the dashboard's address: each regression links to its History "
                                                 "view there")
     add_common(parser)
@@ -38,6 +41,7 @@ def main(args: argparse.Namespace) -> int:
     found = stored.regressions(args.db, machine=args.machine, subject=args.subject,
                                 benchmark=args.benchmark, config=args.config,
                                 accepted=accepted.load(args.accepted))
+    found = [r for r in found if args.runs in ("all", r.context)]
     found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
     write(found, args.format, args.output, dashboard=args.dashboard_url)
     return exit_code(found)

@@ -92,6 +92,11 @@ class Regression:
         """`benchmark(param, ...)`: how reports, `flybench bisect` and `flybench accept` name the series."""
         return series_name(self.benchmark, list(self.params.values()))
 
+    @property
+    def context(self) -> str:
+        """"main", "pr" or "branch": imported runs say which; flybench's own name their branch (main, or none)."""
+        return self.runs if self.runs in ("pr", "branch") else "main" if self.runs in ("main", "") else "branch"
+
 
 def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
     """The steps of one series, oldest first: worse steps only, or every change if deterministic."""

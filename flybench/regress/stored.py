@@ -39,10 +39,10 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from flybench.regress import noise
+from flybench.regress import alerts, noise
 from flybench.regress.accepted import Acceptance
 from flybench.regress.config import RegressConfig, load_config
-from flybench.regress.history import Regression, Step, find_regressions, series_noise
+from flybench.regress.history import Point, Regression, Step, find_regressions, series_noise
 from flybench.store.db import DEFAULT_DB, connect
 
 DETECTOR = "1"
@@ -71,6 +71,8 @@ _DIGESTS = """
 _NOISE_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "noise", "level")
 _STEP_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "kind", "runs", "last_good",
                  "first_bad", "before", "after", "noise", "confidence", "worse")
+_ALERT_COLUMNS = (*_STEP_COLUMNS, "status", "opened_through", "closed_by", "flips")
+_EVENT_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "first_bad", "event", "through", "detail")
 
 
 def fingerprint(config: RegressConfig) -> str:
@@ -94,22 +96,34 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
         scans = _scans(conn)
         stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
         units = _series_units(conn, stale)
+        before = _alerts(conn, stale)
     found = {scope: find_regressions(db_path, subject=scope[0], machine=scope[1], config=cfg) for scope in stale}
-    noises = pd.DataFrame([row for scope in stale for row in _noise_rows(db_path, scope, units.get(scope, []), cfg)],
-                          columns=list(_NOISE_COLUMNS))
+    series = {scope: noise.histories(db_path, scope[1], scope[0]) for scope in stale}
+    noises = pd.DataFrame([row for scope in stale for row in _noise_rows(scope, series[scope], units.get(scope, []),
+                                                                          cfg)], columns=list(_NOISE_COLUMNS))
+    states = {scope: alerts.advance(before.get(scope, []), found[scope], {
+        (*scope, env, name, alerts.canonical(params)): points for (env, name, params), points in series[scope].items()})
+        for scope in stale}
     gone = [scope for scope in scans if scope not in current]
     if not stale and not gone:
         return []
     with connect(db_path) as conn:
         conn.begin()
         for subject, machine in [*stale, *gone]:
-            for table in ("regression_steps", "series_noise", "regression_scans"):
+            for table in ("regression_steps", "series_noise", "regression_scans", "alerts"):
                 conn.execute(f"DELETE FROM {table} WHERE subject = ? AND machine = ?", [subject, machine])
+        for subject, machine in gone:
+            conn.execute("DELETE FROM alert_events WHERE subject = ? AND machine = ?", [subject, machine])
         for scope in stale:
             conn.execute("INSERT INTO regression_scans VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
                          [*scope, current[scope], mark])
         steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope]], columns=list(_STEP_COLUMNS))
-        for table, rows in (("regression_steps", steps), ("series_noise", noises)):
+        kept = pd.DataFrame([_alert_row(a) for scope in stale for a in states[scope][0]], columns=list(_ALERT_COLUMNS))
+        events = pd.DataFrame([_event_row(e) for scope in stale for e in states[scope][1]],
+                              columns=list(_EVENT_COLUMNS))
+        events["seen_at"] = pd.Timestamp.now()
+        for table, rows in (("regression_steps", steps), ("series_noise", noises), ("alerts", kept),
+                            ("alert_events", events)):
             if not rows.empty:
                 conn.register("found", rows)
                 conn.execute(f"INSERT INTO {table} ({', '.join(rows.columns)}) SELECT * FROM found")
@@ -134,10 +148,12 @@ def regressions(
     config: RegressConfig | str | Path | None = None,
     accepted: list[Acceptance] | None = None,
 ) -> list[Regression]:
-    """What `find_regressions` answers, in its order, read from the store where the stored scan is current.
+    """The open alerts (`flybench.regress.alerts`) and the other changes `find_regressions` answers, worst first.
 
     Machines whose scan is missing or stale are computed here and not
-    stored (a reader never writes); `refresh` stores them.
+    stored (a reader never writes), their open alerts as the last scan
+    left them joined by the worse steps the fit finds now; `refresh`
+    stores them.
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
     mark = fingerprint(cfg)
@@ -146,11 +162,14 @@ def regressions(
         scans = _scans(conn)
         fresh = [scope for scope, digest in current.items() if scans.get(scope) == (digest, mark)]
         stored = _stored_steps(conn, fresh)
+        kept = _alerts(conn, list(current))
         orders = _series_orders(conn, accepted or [])
     found: list[Regression] = []
     for scope in current:  # in (subject, machine) order, each scope's steps in find_regressions' order
-        found += stored.get(scope, []) if scope in fresh else find_regressions(
+        steps = stored.get(scope, []) if scope in fresh else find_regressions(
             db_path, subject=scope[0], machine=scope[1], benchmark=benchmark, config=cfg)
+        found += _with_alerts(steps, [a for a in kept.get(scope, []) if alerts.meets(a.regression, cfg)],
+                              scope in fresh)
     found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
              and not _accepted(r, accepted or [], orders)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
@@ -205,10 +224,11 @@ def _series_units(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[
     return units
 
 
-def _noise_rows(db_path: str | Path, scope: Scope, units: list[tuple], cfg: RegressConfig) -> list[dict[str, object]]:
-    """Each series' history noise on the scope's machine, per unit (none for deterministic units, which no
-    comparison judges by noise); no fit where the history is too short for `noise.from_history` to use."""
-    histories = noise.histories(db_path, scope[1], scope[0])
+def _noise_rows(scope: Scope, histories: dict[tuple[str, str, str], list[Point]], units: list[tuple],
+                cfg: RegressConfig) -> list[dict[str, object]]:
+    """Each series' history noise on the scope's machine (`histories`: its points, by environment, benchmark and
+    params as stored), per unit (none for deterministic units, which no comparison judges by noise); no fit
+    where the history is too short for `noise.from_history` to use."""
     rows = []
     for env, name, params, unit in units:
         thresholds = cfg.thresholds(name, ", ".join(map(str, json.loads(params).values())), unit)
@@ -235,6 +255,43 @@ def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[
         steps.setdefault((subject, machine), []).append(
             Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs))
     return steps
+
+
+def _with_alerts(steps: list[Regression], kept: list[alerts.Alert], current: bool) -> list[Regression]:
+    """A scope's report: its open alerts, and the found changes that are not alerts. Where the stored alerts are
+    not current, a worse step the fit finds that no open alert holds is reported too."""
+    opened = [a for a in kept if a.status == alerts.OPEN]
+    return [r for r in steps if not alerts.becomes_alert(r) or (not current and not any(
+        a.key == alerts.series_key(r) and alerts.same_step(a.regression, r) for a in opened))] + \
+        [a.regression for a in opened]
+
+
+def _alerts(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope, list[alerts.Alert]]:
+    """The stored alerts of these scopes, open and recovered."""
+    rows = conn.execute(
+        f"SELECT {', '.join(_ALERT_COLUMNS)} FROM alerts "
+        "WHERE list_contains(?::VARCHAR[], subject || chr(0) || machine) ORDER BY subject, machine, rowid",
+        [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
+    found: dict[Scope, list[alerts.Alert]] = {}
+    for row in rows:
+        (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, level_noise,
+         confidence, worse, status, opened_through, closed_by, flips) = row
+        step = Step(last_good, first_bad, before, after, level_noise, confidence, worse)
+        regression = Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs)
+        found.setdefault((subject, machine), []).append(alerts.Alert(regression, status, opened_through, closed_by,
+                                                                     flips))
+    return found
+
+
+def _alert_row(a: alerts.Alert) -> dict[str, object]:
+    return {**_row(a.regression), "status": a.status,
+            "opened_through": a.opened_through, "closed_by": a.closed_by, "flips": a.flips}
+
+
+def _event_row(e: alerts.Event) -> dict[str, object]:
+    subject, machine, env, name, params, first_bad = e.alert.split("\0")
+    return {"subject": subject, "machine": machine, "env_name": env, "benchmark": name, "params": params,
+            "first_bad": first_bad, "event": e.event, "through": e.through, "detail": e.detail}
 
 
 def _row(r: Regression) -> dict[str, object]:

@@ -316,6 +316,43 @@ MIGRATIONS: list[list[str]] = [
         # comparison reports next to the rounds it judged (flybench.regress.verdict)
         *[f"ALTER TABLE {table} ADD COLUMN round_spreads DOUBLE[]" for table in ("results", "series_heads")],
     ],
+    [  # v11: alerts (flybench.regress.alerts): each worse step a scan found, open until its series recovers, kept
+        # across scans whose fit no longer finds it; alert_events holds every change of their state. An alert is
+        # named by its series and first bad commit.
+        """CREATE TABLE alerts (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            unit VARCHAR,
+            kind VARCHAR NOT NULL,
+            runs VARCHAR NOT NULL,
+            last_good VARCHAR NOT NULL,
+            first_bad VARCHAR NOT NULL,
+            before DOUBLE NOT NULL,
+            after DOUBLE NOT NULL,
+            noise DOUBLE NOT NULL,
+            confidence DOUBLE NOT NULL,
+            worse BOOLEAN NOT NULL,
+            status VARCHAR NOT NULL,
+            opened_through VARCHAR NOT NULL,
+            closed_by VARCHAR,
+            flips INTEGER NOT NULL
+        )""",
+        """CREATE TABLE alert_events (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            first_bad VARCHAR NOT NULL,
+            event VARCHAR NOT NULL,
+            through VARCHAR NOT NULL,
+            detail VARCHAR NOT NULL,
+            seen_at TIMESTAMP NOT NULL
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
