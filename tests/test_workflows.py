@@ -310,3 +310,16 @@ def test_aiters_caller_gates_the_two_flydsl_releases_its_pull_request_pins(tmp_p
     subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], cwd=repo, env=env,
                    check=True)
     assert output.read_text() == "base=v0.3.2\nhead=v0.5.0\n"
+
+
+def test_the_nightly_keeps_its_store_so_alerts_outlive_the_runner():
+    """Alerts are state in the store: the nightly restores the last night's store before it ingests and saves it
+    after the report, under one key per architecture."""
+    steps = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())["jobs"]["gpu"]["steps"]
+    names = [s.get("name", "") for s in steps]
+    restore = only([s for s in steps if s.get("uses", "").startswith("actions/cache/restore")])
+    save = only([s for s in steps if s.get("uses", "").startswith("actions/cache/save")])
+    assert names.index(restore["name"]) < names.index("Ingest") < names.index("Regressions") < names.index(save["name"])
+    assert restore["with"]["path"] == save["with"]["path"] == "results/flybench.duckdb"
+    assert restore["with"]["restore-keys"] == "flybench-store-${{ matrix.arch }}-" and \
+        save["with"]["key"].startswith(restore["with"]["restore-keys"])
