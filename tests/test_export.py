@@ -78,8 +78,8 @@ def test_a_table_reads_back_equal(db: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("argv, message", [
     (["--query", "SELEC 1", "--output", "x.csv"], "--query failed: Parser Error"),
     (["--query", "SELECT * FROM nothere", "--output", "x.csv"], "--query failed: Catalog Error"),
-    (["--query", "CREATE TABLE t (i INTEGER)", "--output", "x.csv"], "--query failed"),
-    (["--table", "nothere", "--output", "x.csv"], "unknown table 'nothere'; valid tables: benchmarks"),
+    (["--query", "CREATE TABLE t (i INTEGER)", "--output", "x.csv"], "this one is CREATE: nothing was run"),
+    (["--table", "nothere", "--output", "x.csv"], "unknown table 'nothere'; valid tables: alert_events, alerts, benchmarks"),
     (["--table", "results"], "--output FILE is needed with --query or --table"),
     (["--dir", "DIR", "--format", "csv"], "--dir exports the whole store as Parquet"),
     (["--dir", "DIR"], "exists and is not an empty folder"),
@@ -95,3 +95,15 @@ def test_bad_input_is_exit_2(argv: list[str], message: str, db: Path, tmp_path: 
     assert (tmp_path / "DIR" / "earlier.parquet").exists()
     with connect(db, read_only=True) as conn:
         assert "t" not in tables(conn)
+
+
+def test_a_query_cannot_reach_past_the_read_only_store(db: Path, tmp_path: Path, capsys) -> None:
+    """The statements before a final SELECT ran before: detach the read-only store, attach it writable, delete."""
+    with connect(db, read_only=True) as conn:
+        rows = conn.execute("SELECT count(*) FROM results").fetchone()[0]
+    attack = f"USE memory; DETACH store; ATTACH '{db}' AS w; DELETE FROM w.results; SELECT 42"
+    assert main(["export", "--query", attack, "--output", str(tmp_path / "x.csv"), "--db", str(db)]) == 2
+    assert "this one is SET, DETACH, ATTACH, DELETE, SELECT: nothing was run" in capsys.readouterr().err
+    with connect(db, read_only=True) as conn:
+        assert conn.execute("SELECT count(*) FROM results").fetchone()[0] == rows > 0
+    assert not (tmp_path / "x.csv").exists()

@@ -89,3 +89,33 @@ def test_a_malformed_accepted_file_is_bad_input(db: Path, tmp_path: Path, capsys
     bad.write_text(json.dumps({"accepted": []}))
     assert main(["regressions", "--db", str(db), "--accepted", str(bad)]) == 2
     assert "not an accepted-levels file" in capsys.readouterr().err
+
+
+def test_accepting_is_idempotent_atomic_and_safe_under_concurrency(db: Path, project: AsvProject, tmp_path: Path,
+                                                                   capsys, monkeypatch) -> None:
+    import subprocess
+    import sys
+
+    file = tmp_path / "accepted.json"
+    accept = ["accept", SERIES, project.commits[STEP_AT][:8], "--reason", "exact lse", "--db", str(db),
+              "--accepted", str(file)]
+    assert main(accept) == 0 and main(accept) == 0
+    assert "already accepted" in capsys.readouterr().out and len(accepted.load(file)) == 1
+    before = file.read_bytes()
+
+    def full_disk(*_):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:  # the write fails: the file is as it was, the temporary gone
+        patch.setattr(accepted.os, "fsync", full_disk)
+        assert main([*accept[:2], project.commits[STEP_AT - 1][:8], *accept[3:]]) == 2
+    assert "No space left on device" in capsys.readouterr().err and file.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    assert main([*accept[:-1], str(tmp_path)]) == 2 and "is a directory" in capsys.readouterr().err
+    # eight accepts of eight commits at once, each its own process: all eight kept, the file valid JSON
+    script = ("import sys; from flybench.regress import accepted; a = accepted.Acceptance('s', 'm', 'b', {}, "
+              "sys.argv[1], 'r', 't'); accepted.add(accepted.Path(sys.argv[2]), a)")
+    many = tmp_path / "many.json"
+    runs = [subprocess.Popen([sys.executable, "-c", script, f"c{i}", str(many)]) for i in range(8)]
+    assert [r.wait() for r in runs] == [0] * 8
+    assert sorted(a.commit for a in accepted.load(many)) == [f"c{i}" for i in range(8)]

@@ -64,7 +64,10 @@ def main(args: argparse.Namespace) -> int:
                             + ", ".join(c[:8] for c in commits))
     params = json.loads(rows["params"].iloc[0])
     entry = accepted.Acceptance(subject, machine, benchmark, params, matches[0], args.reason.strip(), accepted.now())
-    path = accepted.add(args.accepted, entry)
-    print(f"accepted {series_name(benchmark, list(params.values()))} on {machine} at {matches[0][:8]}: "
-          f"{entry.reason} ({path}; commit it with the results)")
+    path, new = accepted.add(args.accepted, entry)
+    name = series_name(benchmark, list(params.values()))
+    if not new:
+        print(f"{name} on {machine} is already accepted at {matches[0][:8]} in {path}: nothing changed")
+        return 0
+    print(f"accepted {name} on {machine} at {matches[0][:8]}: {entry.reason} ({path}; commit it with the results)")
     return 0

@@ -11,8 +11,12 @@ at or before the accepted commit is no longer reported.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import fcntl
 import json
+import os
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,8 @@ class Acceptance:
 def load(path: Path | None) -> list[Acceptance]:
     """The acceptances in `path` (none when the file does not exist); a malformed file is an error."""
     file = path or DEFAULT_PATH
+    if file.is_dir():
+        raise FlybenchError(f"accepted-levels file {file} is a directory: pass the file, e.g. {file / 'accepted.json'}")
     if not file.is_file():
         if path is not None and path != DEFAULT_PATH:
             raise FlybenchError(f"accepted-levels file {file} not found; `flybench accept` creates it")
@@ -55,14 +61,48 @@ def load(path: Path | None) -> list[Acceptance]:
         raise FlybenchError(f"{file} is not an accepted-levels file ({exc}); fix or remove it") from exc
 
 
-def add(path: Path | None, acceptance: Acceptance) -> Path:
-    """Append one acceptance (the file is created if absent) and return the file written."""
+def add(path: Path | None, acceptance: Acceptance) -> tuple[Path, bool]:
+    """Add one acceptance (the file is created if absent): the file, and whether the entry was new.
+
+    The same series accepted at the same commit again changes nothing. The
+    file is rewritten whole under an exclusive lock (`<file>.lock`), to a
+    temporary file that is synced and then renamed over it, so a full disk
+    or a concurrent `accept` never leaves it truncated or loses an entry.
+    """
     file = path or DEFAULT_PATH
-    entries = [asdict(a) for a in (load(file) if file.is_file() else [])] + [asdict(acceptance)]
+    if file.is_dir():
+        raise FlybenchError(f"accepted-levels file {file} is a directory: pass a file, e.g. {file / 'accepted.json'}")
     file.parent.mkdir(parents=True, exist_ok=True)
-    file.write_text(json.dumps({"version": FORMAT_VERSION, "accepted": entries}, indent=1) + "\n",
-                    encoding="utf-8")
-    return file
+    with _locked(file):
+        current = load(file) if file.is_file() else []
+        if any(a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark, acceptance.params)
+               and a.commit == acceptance.commit for a in current):
+            return file, False
+        entries = [asdict(a) for a in current] + [asdict(acceptance)]
+        text = json.dumps({"version": FORMAT_VERSION, "accepted": entries}, indent=1) + "\n"
+        temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        try:
+            with temporary.open("w", encoding="utf-8") as out:
+                out.write(text)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, file)
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise FlybenchError(f"cannot write {file} ({exc.strerror or exc}): it is unchanged; free space or fix "
+                                "its folder's permissions, then accept again") from exc
+    return file, True
+
+
+@contextlib.contextmanager
+def _locked(file: Path) -> Iterator[None]:
+    """An exclusive lock on `<file>.lock`, held while the file is read and replaced."""
+    with file.with_name(file.name + ".lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def now() -> str:

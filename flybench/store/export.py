@@ -34,17 +34,29 @@ def export_rows(db_path: Path, output: Path, fmt: str, *, query: str | None = No
                 raise unknown_name("table", table, known)
             relation = conn.table(table)
         else:
+            _check_query(conn, query)
             try:
                 relation = conn.sql(query)
             except duckdb.Error as exc:
                 raise FlybenchError(f"--query failed: {exc}") from exc
-            if relation is None:
-                raise FlybenchError("--query must be a query that returns rows (SELECT, FROM, ...)")
         try:
             _write(relation, output, fmt)
         except duckdb.Error as exc:
             raise FlybenchError(f"cannot write {output}: {exc}") from exc
         return _count(relation)
+
+
+def _check_query(conn: duckdb.DuckDBPyConnection, query: str) -> None:
+    """One query and nothing else: a statement that is not a SELECT (USE, DETACH, ATTACH, DELETE, COPY, SET)
+    could reach past the read-only store, and is refused before anything runs."""
+    try:
+        statements = conn.extract_statements(query)
+    except duckdb.Error as exc:
+        raise FlybenchError(f"--query failed: {exc}") from exc
+    kinds = [str(statement.type).rsplit(".", 1)[-1] for statement in statements]
+    if kinds != ["SELECT"]:
+        raise FlybenchError(f"--query must be one query that returns rows (SELECT, FROM, WITH ...); this one is "
+                            f"{', '.join(kinds) or 'empty'}: nothing was run")
 
 
 def export_store(db_path: Path, directory: Path) -> dict[str, int]:
