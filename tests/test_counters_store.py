@@ -88,6 +88,22 @@ def test_a_vanished_counter_file_keeps_its_rows_unless_pruned(tmp_path):
     assert report.removed == [f"{MACHINE}/{_sidecar(tree).name}"] and not _values(db)
 
 
+def test_a_backup_copy_of_a_machine_folder_stores_neither_its_results_nor_its_counters(tmp_path):
+    """The copy's results files are refused (their commit and environment are held by the original); its
+    counter files go with them, instead of doubling the counter rows."""
+    import shutil
+
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    assert ingest(tree, db, "flybench").counter_rows == 4
+    shutil.copytree(tree / MACHINE, tree / f"{MACHINE}-backup")
+    report = ingest(tree, db, "flybench")
+    assert report.counter_rows == 0 and len(_values(db)) == 4
+    refused = {Path(e.path).name: e.message for e in report.errors}
+    assert "is already stored from" in refused[f"{COMMIT[:8]}-existing-py.json"]
+    assert refused[_sidecar(tree).name] == "not stored: the results file it belongs to was refused"
+
+
 def test_a_torn_line_is_a_warning_and_the_good_lines_land(tmp_path):
     tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
     append(_sidecar(tree), _record(5e8))

@@ -92,3 +92,31 @@ def test_importer_definitions_survive_an_ingest_of_a_changed_benchmarks_json(tmp
     assert ingest(tree, db, "flydsl").ok
     assert scalar(db, f"SELECT count(*) FROM benchmarks WHERE subject = 'flydsl' AND version = '{SOURCE}'") == imported
     assert scalar(db, "SELECT unit FROM benchmarks WHERE name = 'b.T.time_plain'") == "bytes"
+
+
+def test_a_machine_folder_that_cannot_be_read_is_an_error_not_a_removal(tmp_path: Path, monkeypatch,
+                                                                       capsys) -> None:
+    """A folder of mode 000 or 300 lists as empty: --prune then dropped all its rows. (The tests run as root,
+    whom permissions do not stop, so the folder's listing is made to fail as it does for its owner.)"""
+    import importlib
+    import os
+
+    ingest_module = importlib.import_module("flybench.store.ingest")
+
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    db = tmp_path / "db.duckdb"
+    assert ingest(tree, db, "toy").ok
+    locked = tree / "runner-a"
+    real_scandir = os.scandir
+
+    def denied(path):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(ingest_module.os, "scandir", denied)
+    for prune in ([], ["--prune"]):
+        assert cli(["ingest", str(tree), "--db", str(db), "--subject", "toy", *prune]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot read {locked} (permission denied): nothing was stored or removed" in err
+    assert scalar(db, "SELECT count(*) FROM results") == 1

@@ -124,7 +124,11 @@ def ingest(
                                "by their own scheme (case, provider, dtype), other benchmarks after definitions "
                                "stored before, else p0, p1, ... (copy the tree's benchmarks.json beside it to "
                                "name them)")
-    machine_dirs = sorted(p for p in root.iterdir() if p.is_dir())
+    machine_dirs = sorted(p for p in _listing(root) if p.is_dir())
+    unreadable = [d for d in machine_dirs if not _readable(d)]
+    if unreadable:  # a folder that cannot be listed looks empty: --prune would drop its stored rows
+        raise FlybenchError(f"cannot read {', '.join(map(str, unreadable))} (permission denied): nothing was "
+                            "stored or removed; make them readable (chmod u+rx) and ingest again")
     # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
     readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
@@ -134,6 +138,23 @@ def ingest(
     finally:
         readers.close()
     return report
+
+
+def _listing(root: Path) -> list[Path]:
+    try:
+        return list(root.iterdir())
+    except OSError as exc:
+        raise FlybenchError(f"cannot read {root} ({exc.strerror or exc}): nothing was stored or removed") from exc
+
+
+def _readable(folder: Path) -> bool:
+    """Whether a folder's entries can be listed and opened (a folder of mode 300 or 000 cannot)."""
+    try:
+        with os.scandir(folder) as entries:
+            next(entries, None)
+    except OSError:
+        return False
+    return os.access(folder, os.R_OK | os.X_OK)
 
 
 def _stored_definitions(db_path: Path, subject: str) -> dict[str, BenchmarkDef]:
@@ -240,6 +261,11 @@ def _ingest_files(
     batch.store()
     counter_paths = stored_counters.counter_files(machine_dirs)
     seen.update(tracker.relpath(p) for p in counter_paths)
+    # a results file that was refused (a copy of another, a broken one) takes its counter file with it
+    refused = {str(stored_counters.beside(Path(error.path))) for error in report.errors}
+    for path in [p for p in counter_paths if str(p) in refused]:
+        report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
+    counter_paths = [p for p in counter_paths if str(p) not in refused]
     report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings)
     absent = sorted(tracker.known_paths() - seen)
     if not prune:
