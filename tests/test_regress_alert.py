@@ -41,6 +41,17 @@ def test_the_alert_names_everything_needed_to_act(db: Path, project: AsvProject,
     command = bisect_command(step)
     assert command.startswith(f"flybench bisect '{SERIES}' {project.commits[STEP_AT - 1][:12]} "
                               f"{project.commits[STEP_AT][:12]}")
+    # a parameter value from the data cannot run anything when the command is pasted, or end its code span
+    from dataclasses import replace
+    import shlex
+
+    hostile = replace(step, params={**step.params, "case": "x'; touch PWNED; echo `"})
+    assert shlex.split(bisect_command(hostile))[2] == hostile.series
+    from flybench.regress.report import _next_steps
+    cell = _next_steps(hostile, None)
+    assert cell.startswith("`` flybench bisect ") and cell.endswith(" ``")
+    imported = replace(step, benchmark="attention.FlydslCI.track_tflops")
+    assert bisect_command(imported) is None and _next_steps(imported, None) == "-"  # bisect refuses these
     out = tmp_path / "alert.md"
     code = main(["regressions", "--db", str(db), "--format", "markdown", "--output", str(out),
                  "--dashboard-url", "https://dash.example/flybench"])

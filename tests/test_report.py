@@ -212,6 +212,8 @@ def test_the_saved_json_renders_again(big: Comparison, tmp_path: Path, capsys) -
     assert main([str(saved), "--link", f"ISA diffs [gfx942]={url}", "--output", str(out)]) == 0
     assert "- [ISA diffs \\[gfx942\\]](https://github.com/o/r/actions/runs/1/artifacts/2?name=isa%20%28diff%29)" \
         in out.read_text()  # the text literal, the URL unable to end the link early
+    assert main([str(saved), "--comment-name", "x --> <h1>owned</h1>"]) == 2
+    assert "must be letters, digits" in capsys.readouterr().err
     assert main([str(saved), "--link", "ISA diffs=file:///etc/passwd"]) == 2
     assert "is not TEXT=URL with an http(s) URL" in capsys.readouterr().err
 

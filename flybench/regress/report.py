@@ -19,6 +19,7 @@ import contextlib
 import json
 import math
 import re
+import shlex
 import statistics
 import sys
 from collections import Counter
@@ -33,6 +34,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from flybench import benchmark_names
 from flybench.console import print_rich
 from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
@@ -73,8 +75,15 @@ COMMENT_MARKER = "<!-- flybench-compare -->"
 """The first line of a comparison's markdown, hidden on GitHub: the workflow finds its pull-request comment by it."""
 
 
+COMMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+"""What a comment's own name may hold: it is written inside an HTML comment, which `-->` or `<` would end."""
+
+
 def comment_marker(name: str = "") -> str:
     """COMMENT_MARKER, or a marker of its own for a second comment on the same pull request (`resources`)."""
+    if name and not COMMENT_NAME.fullmatch(name):
+        raise FlybenchError(f"comment name {name!r} must be letters, digits, '_', '.' or '-' (at most 64, starting "
+                            "with a letter or digit), e.g. resources")
     return COMMENT_MARKER.replace(" -->", f": {name} -->") if name else COMMENT_MARKER
 
 
@@ -334,15 +343,28 @@ def history_url(r: Regression, dashboard: str) -> str:
     return f"{dashboard.rstrip('/')}/history?{urlencode(query)}"
 
 
-def bisect_command(r: Regression) -> str:
-    """The command that finds the first bad commit of the regression's range."""
-    return (f"flybench bisect '{r.series}' {r.step.last_good[:12]} {r.step.first_bad[:12]} "
-            f"--subject {r.subject} --machine {r.machine}")
+def bisect_command(r: Regression) -> str | None:
+    """The command that finds the first bad commit of the regression's range, every word shell-quoted; None
+    where bisect cannot measure the series (imported CI results, compile metrics, foreign benchmarks)."""
+    if benchmark_names.parse(r.benchmark) is None:
+        return None
+    words = ["flybench", "bisect", r.series, r.step.last_good[:12], r.step.first_bad[:12], "--subject", r.subject,
+             "--machine", r.machine]
+    return shlex.join(words)
 
 
 def _next_steps(r: Regression, dashboard: str | None) -> str:
-    link = f"[History]({history_url(r, dashboard)}); " if dashboard else ""
-    return f"{link}`{bisect_command(r)}`"
+    link = f"[History]({history_url(r, dashboard)})" if dashboard else ""
+    command = bisect_command(r)
+    return "; ".join(part for part in (link, _md_code(command) if command else "") if part) or "-"
+
+
+def _md_code(text: str) -> str:
+    """`text` as inline code that no backtick inside it can end: fenced by one more backtick than its longest
+    run, and then padded with spaces, which CommonMark strips."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}" if longest else f"{fence}{text}{fence}"
 
 
 @dataclass
