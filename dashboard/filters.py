@@ -13,6 +13,8 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from flybench.regress.report import literal_markdown
+
 SCOPE = (("subject", "Subject (repository)"), ("arch", "Architecture"), ("machine", "Machine"),
          ("workload", "Workload"), ("provider", "Provider"), ("dtype", "Dtype"), ("case", "Shape (case)"))
 """The filters every page shares, in the order they narrow each other."""
@@ -36,8 +38,8 @@ def pick_many(label: str, key: str, values: Iterable[Any], help: str | None = No
     unknown = [v for v in st.query_params.get_all(key) if v not in options]
     chosen = st.sidebar.multiselect(label, options, key=key, bind="query-params", placeholder="all", help=help)
     if unknown:
-        st.warning(f"{label} {', '.join(unknown)}: nothing on this page for it "
-                   f"(available: {', '.join(options) or 'none'}). Clear it in the sidebar.")
+        st.warning(f"{label} {literal_markdown(', '.join(unknown))}: nothing on this page for it "
+                   f"(available: {literal_markdown(', '.join(options)) or 'none'}). Clear it in the sidebar.")
         return []
     return [c for c in chosen if c in options] or options
 
@@ -64,7 +66,8 @@ def pick_one(label: str, key: str, values: Sequence[Any], default: Any = None, s
         if wanted in text:
             index = options.index(text[wanted])
         else:
-            st.warning(f"{label} {wanted}: nothing on this page for it. Showing {format_func(fallback)}.")
+            st.warning(f"{label} {literal_markdown(wanted)}: nothing on this page for it. "
+                       f"Showing {literal_markdown(format_func(fallback))}.")
     choice = where.selectbox(label, options, index=index, key=key, format_func=format_func, help=help)
     if choice == fallback:
         st.query_params.pop(key, None)  # as a bound widget does: the default leaves the URL clean

@@ -400,6 +400,17 @@ def test_a_url_filter_with_no_results_says_so_instead_of_showing_the_rest(db: Da
     assert warning.startswith("Architecture gfx1100: nothing on this page for it") and not charts(at)
 
 
+def test_values_from_the_url_are_shown_as_text_not_markdown(db: DashboardDB) -> None:
+    """A crafted link cannot put a live link, an image or code on the page: its values are escaped."""
+    phish = "[Session expired: sign in again](https://evil.example/login)"
+    (warning,) = texts(open_page(db.path, "roofline", machine=phish), "warning")
+    assert "\\[Session expired: sign in again\\](https://evil.example/login)" in warning
+    (warning,) = texts(open_page(db.path, "roofline", provider="![x](http://127.0.0.1:9/p.png)"), "warning")
+    assert warning.startswith("Provider \\!\\[x\\](http://127.0.0.1:9/p.png): nothing on this page")
+    alert = open_page(db.path, "regressions", subject=PROJECT, machine=MACHINE, series="x` **bold** `y")
+    assert "The alert of x\\` \\*\\*bold\\*\\* \\`y only" in texts(alert, "info")[0]
+
+
 def test_compare_refuses_a_commit_against_itself(db: DashboardDB) -> None:
     head = db.project.commits[3][:8]
     at = open_page(db.path, "compare", repo=PROJECT, machine_a=MACHINE, base=head, head=head)

@@ -20,6 +20,7 @@ import streamlit as st
 from dashboard import analysis, charts, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration, series_name
 from flybench.regress import load_config
+from flybench.regress.report import literal_markdown
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "evidence", "run",
            "history", "subject", "kind", "unit"]
@@ -61,7 +62,7 @@ def one_series(rows: pd.DataFrame) -> pd.DataFrame:
     if not wanted:
         return rows
     names = [series_name(b, list(p.values())) for b, p in zip(rows["benchmark"], rows["params"])]
-    st.info(f"The alert of `{wanted}` only; remove `series` from the address to list them all.")
+    st.info(f"The alert of {literal_markdown(wanted)} only; remove `series` from the address to list them all.")
     return rows[[n == wanted for n in names]]
 
 

@@ -246,8 +246,8 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
                  [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
     ]
-    lines = [*(f"- {_md_text(note)}" for note in c.notes),
-             *(f"- [{_md_text(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
+    lines = [*(f"- {literal_markdown(note)}" for note in c.notes),
+             *(f"- [{literal_markdown(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
     head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", "",
             *([*lines, ""] if lines else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
@@ -584,7 +584,7 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
             *["| " + " | ".join(str(cell).translate(escape) for cell in row) + " |" for row in rows]]
 
 
-def _md_text(text: str) -> str:
+def literal_markdown(text: str) -> str:
     """Text from data (file names a pull request changed, kernel names) as literal markdown: no link, image,
     emphasis or HTML can come out of it."""
     return re.sub(r"([\\`*_\[\]<>!#|~])", r"\\\1", text)
