@@ -357,3 +357,38 @@ def test_flydsls_timed_cases_are_selected_by_the_modules_their_provider_says_the
     assert select("kernels/gemm/preshuffle_gemm.py", "docs/x.md")[0] == []
     compiler, said, _ = select("python/flydsl/compiler/jit_function.py")
     assert len(compiler) == 2 and "shared code changed" in said[0]
+
+
+def test_a_kernel_that_fails_only_with_the_heads_other_wheel_is_not_called_broken(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """FlyDSL's sides compile with the wheel of each commit's time; where those differ, a failure at head may be
+    the wheel's (the replay met three: an op's arguments, an import the older wheel lacked), so it is not
+    compared rather than failing the pull request."""
+    import argparse
+
+    from flybench.cli import gate
+    from flybench.regress.compare import Comparison
+    from flybench.regress.config import RegressConfig
+
+    def compiled(build, commit, kernels, arches, cache):
+        failed = commit == "h" * 40
+        return [{"kernel": "flash_attn_generic:causal_m128", "arch": "gfx942", "status": "failed" if failed else "ok",
+                 "reason": "TypeError: RawPtrBufferLoadOp.__init__() takes 5 positional arguments" if failed else "",
+                 "metrics": {}}]
+
+    monkeypatch.setattr(gate, "_compile_side", compiled)
+    build = gate.Build(tmp_path, [], [], tmp_path)
+    args = argparse.Namespace(kernel=["flash_attn_generic:causal_m128"], arch=["gfx942"], isa_diff=tmp_path / "isa")
+
+    def judged(base_wheel: str, head_wheel: str) -> tuple[str, str]:
+        sides = {name: gate.Side(name, c * 40, tmp_path / "asv.conf.json", {}, build, f"kernels/ exported, flydsl {w}")
+                 for name, c, w in (("base", "b", base_wheel), ("head", "h", head_wheel))}
+        comparison = Comparison("m", "b" * 40, "h" * 40, 0.001)
+        gate._compile_half(comparison, sides, [], True, ["flash_attn_generic:causal_m128"], args, RegressConfig(),
+                           tmp_path, tmp_path)
+        (case,) = comparison.cases
+        return case.verdict, case.detail
+
+    assert judged("0.3.1", "0.3.1")[0] == "broken"
+    verdict, detail = judged("0.3.0", "0.3.1")
+    assert verdict == "incomparable" and "the sides compiled with different flydsl wheels" in detail

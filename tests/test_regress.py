@@ -180,7 +180,7 @@ def test_contract_mismatch_is_refused_naming_the_field(results: Path, project: A
     refused = result.having("incomparable")
     assert {c.params["provider"] for c in refused} == {"flydsl"}
     assert all(c.detail == "contracts differ in flush: 'llc' vs 'none'" for c in refused)
-    assert "Not compared: measurement contracts differ" in markdown(result)
+    assert "Not compared: measurement contracts or toolchains differ" in markdown(result)
     assert {c.verdict for c in result.cases if c.params["provider"] == "torch"} == {"unchanged"}
 
 

@@ -265,6 +265,11 @@ def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[
         notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
                      + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items()) + f"; ISA diffs in {diffs}")
     changes, broken = compile_changes(records["base"], records["head"], METRIC_UNITS, cfg)
+    if sides["base"].note != sides["head"].note:  # FlyDSL's sides got different wheels: a failure may be the wheel's
+        broken = [replace(case, verdict="incomparable", detail=f"{case.detail} (base: {sides['base'].note}; head: "
+                          f"{sides['head'].note}: the sides compiled with different flydsl wheels, so this may be "
+                          "the wheel's doing; gate again with --wheel set to one version to tell)")
+                  if case.verdict == "broken" else case for case in broken]
     comparison.resources += changes
     comparison.cases += broken
     notes.append(f"compile: {len(records['head'])} kernel x target compiles a side, {len(changes)} resource "

@@ -230,7 +230,7 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  [_case_cells(x)[:-1] + [x.detail] for x in c.having("environment")]),
         _Section(f"Ambiguous: the rounds cannot tell yet ({n('ambiguous')})", ("ambiguous case", "ambiguous cases"),
                  case_columns[:-1] + ["why"], [_case_cells(x)[:-1] + [x.detail] for x in c.having("ambiguous")]),
-        _Section(f"Not compared: measurement contracts differ ({n('incomparable')})",
+        _Section(f"Not compared: measurement contracts or toolchains differ ({n('incomparable')})",
                  ("case not compared", "cases not compared"), detail_columns,
                  [_detail_cells(x) for x in c.having("incomparable")]),
         _Section(f"Resource changes ({len(c.resources)})", ("resource change", "resource changes"), None,
