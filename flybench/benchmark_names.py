@@ -27,7 +27,8 @@ LEGACY_METRICS = {"track_tflops": "tflops", "track_gbps": "gbps", "track_rooflin
                   "track_error": "error"}
 """Five-metric results: each sibling method and the case-record field it duplicated."""
 
-OWN_CLASSES = ("Tiny", "Quick", "Full", "Amd", "Nvidia", "FlydslCI")
+IMPORTED_CLASS = "FlydslCI"
+OWN_CLASSES = ("Tiny", "Quick", "Full", "Amd", "Nvidia", IMPORTED_CLASS)
 """The classes of flybench's own names: the case suites, the compile-only metrics, imported FlyDSL CI results."""
 _OWN_PATTERN = rf"^[a-z][a-z0-9_]*\.({'|'.join(OWN_CLASSES)})\.track_[a-z0-9_]+$"
 _OWN = re.compile(_OWN_PATTERN)
@@ -89,6 +90,12 @@ def parse_series(text: str) -> tuple[str, list[str]]:
 def is_own(benchmark: str) -> bool:
     """Whether flybench wrote this name (a case suite, a compile metric, an import), not a foreign corpus."""
     return _OWN.match(benchmark) is not None
+
+
+def is_measurable(benchmark: str) -> bool:
+    """Whether flybench can measure this series again at another commit (`flybench bisect`): its case suites
+    and compile metrics, not imported results or a foreign corpus."""
+    return is_own(benchmark) and benchmark.split(".")[1] != IMPORTED_CLASS
 
 
 COMPILE_DURATION = "track_compile_time"

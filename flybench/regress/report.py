@@ -345,8 +345,8 @@ def history_url(r: Regression, dashboard: str) -> str:
 
 def bisect_command(r: Regression) -> str | None:
     """The command that finds the first bad commit of the regression's range, every word shell-quoted; None
-    where bisect cannot measure the series (imported CI results, compile metrics, foreign benchmarks)."""
-    if benchmark_names.parse(r.benchmark) is None:
+    where bisect cannot measure the series (imported CI results, foreign benchmarks)."""
+    if not benchmark_names.is_measurable(r.benchmark):
         return None
     words = ["flybench", "bisect", r.series, r.step.last_good[:12], r.step.first_bad[:12], "--subject", r.subject,
              "--machine", r.machine]
