@@ -49,7 +49,8 @@ def replay_one(repo: Path, commit: str, out: Path, cache: Path) -> dict:
             "code": next((n for n in notes if n.startswith("machine code changed")), ""),
             "resources": [f"{r['name']} {r['metric']} {r['base']:g} -> {r['head']:g} on {r['arch']}"
                           for r in data["resources"]],
-            "broken": [c["params"] for c in data["cases"] if c["verdict"] == "broken"]}
+            "broken": [c["params"] for c in data["cases"] if c["verdict"] == "broken"],
+            "not_compared": [c["params"] for c in data["cases"] if c["verdict"] == "incomparable"]}
 
 
 def table(rows: list[dict], subjects: dict[str, tuple[str, str]]) -> str:
@@ -65,6 +66,8 @@ def table(rows: list[dict], subjects: dict[str, tuple[str, str]]) -> str:
         selected = re.sub(r"^compile selection: ", "", row["selection"]).split(", built from")[0].split(":")[0]
         code = re.sub(r"^machine code changed in ", "", row["code"]).split("; ISA diffs")[0] or "none"
         verdict = {0: "pass", 1: "broken kernel", 2: "bad input"}.get(row["status"], f"exit {row['status']}")
+        if row.get("not_compared"):
+            verdict += f"; {len(row['not_compared'])} kernel x target failed at head only, sides on different wheels"
         resources = "; ".join(row["resources"][:4]) + (f" (+{len(row['resources']) - 4})"
                                                          if len(row["resources"]) > 4 else "") or "none"
         lines.append(f"| {name} | {date} | {selected} | {code} | {resources} | {verdict} | {row['seconds']} |")
