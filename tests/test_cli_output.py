@@ -57,3 +57,33 @@ def test_list_keeps_its_columns_aligned_for_long_dtype_names(capsys, monkeypatch
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("moe_stage ")]
     starts = {line.index("runs here") if "runs here" in line else line.index("unavailable:") for line in rows}
     assert len(rows) > 8 and len(starts) == 1  # int4_bf16 and bf16 rows put their state in one column
+
+
+def test_a_reader_that_goes_away_is_not_an_error() -> None:
+    """`flybench list | head -1`: the verb's output stops mattering, its work and exit status do not."""
+    import subprocess
+    import sys
+
+    verb = subprocess.Popen([sys.executable, "-m", "flybench", "list", "--set", "quick"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**__import__("os").environ, "FLYBENCH_DEVICE": "cpu"})
+    assert verb.stdout.readline()  # one line, then the reader is gone
+    verb.stdout.close()
+    assert verb.wait(timeout=120) == 0
+    err = verb.stderr.read()
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_is_bad_input_with_advice(tmp_path: Path, capsys) -> None:
+    from flybench.regress.compare import Comparison
+    from flybench.regress.report import to_json
+
+    saved = tmp_path / "c.json"
+    saved.write_text(to_json(Comparison("m", "a" * 40, "b" * 40, 0.001)))
+    assert main(["render", str(saved), "--output", "/dev/full"]) == 2
+    assert "cannot write /dev/full (No space left on device)" in capsys.readouterr().err
+    for limit in ("-1", "0", "50"):
+        with pytest.raises(SystemExit) as exit_:
+            main(["render", str(saved), "--limit", limit])
+        assert exit_.value.code == 2
+    assert "a comment needs at least 2,000 characters" in capsys.readouterr().err

@@ -11,7 +11,9 @@ which take a second or more to import.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import pkgutil
 import re
 import sys
@@ -81,9 +83,41 @@ def _add_missing(subparsers, verb: str, package: str) -> None:
     parser.set_defaults(handler=refuse)
 
 
+class _ReaderGone:
+    """stdout that, once its reader has gone (`flybench import ... | head -1`), drops what is written instead
+    of failing the verb: the work goes on and its exit status is its own."""
+
+    def __init__(self, stream) -> None:
+        self._stream, self._gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self._gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._drop()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._drop()
+
+    def _drop(self) -> None:
+        self._gone = True
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's own flush at exit then succeeds too
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(load=argv[:1]).parse_args(argv)  # the verb, if any, comes first
+    stdout, sys.stdout = sys.stdout, _ReaderGone(sys.stdout)
     try:
         return int(args.handler(args) or 0)
     except FlybenchError as exc:
@@ -92,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"flybench {args.verb}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

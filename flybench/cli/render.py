@@ -25,7 +25,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("report", type=Path, help="the JSON report")
     parser.add_argument("--format", choices=report.FORMATS, default="markdown")
     parser.add_argument("--output", type=output_path, help="write here instead of stdout")
-    parser.add_argument("--limit", type=int, default=report.MARKDOWN_LIMIT,
+    parser.add_argument("--limit", type=_limit, default=report.MARKDOWN_LIMIT,
                         help=f"the markdown stays under this many characters (default {report.MARKDOWN_LIMIT:,}; "
                              "a GitHub comment holds 65,536, a job summary 1 MiB)")
     parser.add_argument("--full-report-url", help="where the full JSON report is (the uploaded artifact's URL)")
@@ -55,3 +55,18 @@ def _link(text: str) -> tuple[str, str]:
         raise FlybenchError(f"--link {text!r} is not TEXT=URL with an http(s) URL: write e.g. "
                             "--link 'ISA diffs=https://github.com/o/r/actions/runs/1/artifacts/2'")
     return label, url
+
+
+MIN_LIMIT = 2_000
+"""The least --limit that holds a comment's title, notes and the line that says where the rest is."""
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
+    if value < MIN_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value} is too small: a comment needs at least {MIN_LIMIT:,} characters "
+                                         "for its title, notes and the pointer to the full report")
+    return value

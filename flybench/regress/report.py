@@ -159,14 +159,20 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
     """
-    with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
-        if fmt == "terminal":
-            print_rich(terminal(outcome), stream)
-        elif fmt == "markdown":
-            stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker,
-                                  dashboard=dashboard, links=links) + "\n")
-        else:
-            stream.write(to_json(outcome) + "\n")
+    try:
+        with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
+            if fmt == "terminal":
+                print_rich(terminal(outcome), stream)
+            elif fmt == "markdown":
+                stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker,
+                                      dashboard=dashboard, links=links) + "\n")
+            else:
+                stream.write(to_json(outcome) + "\n")
+    except OSError as exc:
+        if output is None or isinstance(exc, BrokenPipeError):
+            raise
+        raise FlybenchError(f"cannot write {output} ({exc.strerror or exc}): free space or name another "
+                            "--output") from exc
 
 
 def summary_line(comparison: Comparison) -> str:
