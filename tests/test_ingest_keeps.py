@@ -120,3 +120,9 @@ def test_a_machine_folder_that_cannot_be_read_is_an_error_not_a_removal(tmp_path
         err = capsys.readouterr().err
         assert f"cannot read {locked} (permission denied): nothing was stored or removed" in err
     assert scalar(db, "SELECT count(*) FROM results") == 1
+
+
+def test_a_tree_without_a_config_asks_for_subject_by_its_flag(tmp_path: Path, capsys) -> None:
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    assert cli(["ingest", str(tree), "--db", str(tmp_path / "db.duckdb")]) == 2
+    assert "pass --subject NAME (e.g. --subject flydsl)" in capsys.readouterr().err

@@ -286,7 +286,8 @@ def project_name(results_dir: Path, config: Path | None = None) -> str:
     """The asv config's `project`: the default subject of a results tree."""
     found = _config_project(results_dir, config)
     if found is None:
-        raise FlybenchError(f"no asv.conf.json at or above {results_dir}: pass a subject (the repository measured)")
+        raise FlybenchError(f"no asv.conf.json at or above {results_dir}, so the repository these results measured is "
+                            "unknown: pass --subject NAME (e.g. --subject flydsl) or --config the asv.conf.json")
     return found[1]
 
 
