@@ -87,3 +87,13 @@ def test_a_report_that_cannot_be_written_is_bad_input_with_advice(tmp_path: Path
             main(["render", str(saved), "--limit", limit])
         assert exit_.value.code == 2
     assert "a comment needs at least 2,000 characters" in capsys.readouterr().err
+
+
+def test_install_hints_keep_their_brackets(capsys) -> None:
+    """rich read `[jax]` in `pip install -e '.[jax]'` as markup and printed `pip install -e '.'`."""
+    from flybench.cli.run import _print_availability
+    from flybench.selection import Choice
+
+    _print_availability([Choice("moe", "xla", "bf16", "needs JAX: pip install -e '.[jax]' (or 'jax[cuda13]')")])
+    out = capsys.readouterr().out
+    assert "pip install -e '.[jax]'" in out and "'jax[cuda13]'" in out

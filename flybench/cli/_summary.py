@@ -43,14 +43,14 @@ def print_run_summary(machine_dir: Path, run_id: str, file: IO[str] | None = Non
         gbps = f"{r['gbps']:.1f}" if r.get("gbps") else "-"
         error = f"{r['errors']['out']:.2e}" if "out" in (r.get("errors") or {}) else "-"
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason')}"
-        table.add_row(r["workload"], r["case"], r["provider"], r["dtype"], status, median, rate, gbps, error)
+        table.add_row(r["workload"], r["case"], r["provider"], r["dtype"], Text(status), median, rate, gbps, error)
     parts = [table]
     if unavailable:
         skipped = Table(title="unavailable here, not measured", title_justify="left")
         for column in ("provider", "cases", "reason"):
             skipped.add_column(column, overflow="fold", justify="right" if column == "cases" else "left")
         for (provider, reason), n in sorted(unavailable.items(), key=lambda item: (-item[1], item[0])):
-            skipped.add_row(provider, str(n), reason)
+            skipped.add_row(provider, str(n), Text(reason))
         parts.append(skipped)
     elif not found:
         parts.append(Text(f"no case records of run {run_id} in {machine_dir}"))

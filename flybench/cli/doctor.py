@@ -170,10 +170,11 @@ def _compile_own() -> list[Check]:
 def _print(checks: list[Check]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="flybench doctor", show_lines=False)
     for column in ("check", "", "found", "if missing"):
         table.add_column(column, overflow="fold")
     for c in checks:
-        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", c.detail, c.disables)
+        table.add_row(c.name, "[green]ok[/]" if c.ok else "[red]missing[/]", Text(c.detail), Text(c.disables))
     Console().print(table)

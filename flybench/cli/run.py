@@ -136,12 +136,13 @@ def _chunks(runnable: list[Choice]) -> dict[str, list[Choice]]:
 def _print_availability(combos: list[Choice]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title="providers on this machine", show_lines=False)
     for column in ("workload", "provider", "dtype", "runs here?"):
         table.add_column(column)
-    for c in combos:
-        table.add_row(c.workload, c.provider, c.dtype, "yes" if c.reason is None else f"no: {c.reason}")
+    for c in combos:  # reasons as literal text: "pip install -e '.[jax]'" keeps its brackets
+        table.add_row(c.workload, c.provider, c.dtype, Text("yes" if c.reason is None else f"no: {c.reason}"))
     Console().print(table)
 
 
