@@ -288,3 +288,16 @@ def test_an_empty_database_says_so(tmp_path: Path, capsys) -> None:
         assert status == 2 and f"{db} holds no results" in err and "flybench ingest" in err
     status, err = run_cli(["regressions", "--db", str(tmp_path / "missing.duckdb")], capsys)
     assert status == 2 and "no database at" in err
+
+
+def test_two_commits_that_share_no_case_are_not_a_pass(project: AsvProject, tmp_path: Path, capsys) -> None:
+    """A green check on a comparison of nothing would hide a head whose cases were all renamed or lost."""
+    path = tmp_path / "disjoint.duckdb"
+    assert ingest(project.results_dir, path).ok
+    base, head = project.commits[STEP_AT - 1], project.commits[STEP_AT]
+    with connect(path) as conn:  # head measured other cases than base
+        conn.execute("UPDATE results SET params = replace(params::VARCHAR, '\"c1\"', '\"c9\"')::JSON "
+                     "WHERE commit_hash = ?", [head])
+    status, err = run_cli(["compare", base, head, "--machine", MACHINE, "--subject", PROJECT, "--db", str(path)],
+                          capsys)
+    assert status == 2 and "share no case measured on both" in err

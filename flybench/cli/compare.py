@@ -62,6 +62,9 @@ def main(args: argparse.Namespace) -> int:
     scope = check_scope(args.db, args.machine, args.subject)
     machine = args.machine or _only_machine(args.db, scope)
     comparison = compare(args.db, machine, args.base, args.head, subject=args.subject, config=args.config)
+    if not comparison.resources and all(c.verdict == "skipped" for c in comparison.cases):
+        raise FlybenchError(f"{args.base} and {args.head} share no case measured on both on {machine}: nothing to "
+                            "compare (`flybench export --query` lists what each commit has)")
     write(comparison, args.format, args.output)
     return exit_code(comparison)
 
