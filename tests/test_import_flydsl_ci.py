@@ -209,6 +209,35 @@ def test_bad_records_are_named_and_the_good_ones_imported(tmp_path: Path) -> Non
     assert cli(["import", "flydsl-ci", str(tmp_path / "broken.json"), "--db", str(db)]) == 2
 
 
+def test_out_of_range_numbers_dates_and_shapes_are_rejected_records_not_crashes(tmp_path: Path) -> None:
+    """The fault battery's records: each is set aside with its reason, and the good ones land."""
+    good = [r for r in records() if r["op"] == "flash_attn"][:20]
+    bad = [dict(good[0]) for _ in range(4)]
+    bad[0]["ts"] = "9999-12-31T23:00:00-05:00"  # past the end of datetime once in UTC
+    bad[1]["pr"] = 2**40  # aborted all 2,000 records of its file
+    bad[2]["shape"] = "B1S1H1Hkv1D0_causal"  # ZeroDivisionError
+    bad[3]["ts"] = "1970-01-01T00:00:00Z"
+    db = tmp_path / "store.duckdb"
+    report = import_file(write(tmp_path / "faults.json", bad + good), db)
+    messages = [e.message for e in report.rejected]
+    assert messages[0] == "field 'ts' is not an ISO 8601 time: '9999-12-31T23:00:00-05:00'"
+    assert messages[1].startswith("field 'pr' must be a pull-request number") and "1099511627776" in messages[1]
+    assert messages[2].startswith("shape 'B1S1H1Hkv1D0_causal' of op 'flash_attn' cannot be read")
+    assert messages[3] == "field 'ts' '1970-01-01T00:00:00Z' is outside 2000 to 2100: not a CI run's time"
+    assert report.new == len({json.dumps(r, sort_keys=True) for r in good}) > 0
+
+
+def test_a_history_that_unpacks_past_the_cap_is_refused_before_it_is_read_whole(tmp_path: Path, monkeypatch,
+                                                                                capsys) -> None:
+    from flybench.importers.flydsl_ci import read
+
+    monkeypatch.setattr(read, "MAX_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"schema": 1, "records": [' + b" " * (4 << 20) + b"]}"))
+    assert cli(["import", "flydsl-ci", str(bomb), "--db", str(tmp_path / "db.duckdb")]) == 2
+    assert "over 1 MiB of JSON" in capsys.readouterr().err
+
+
 def test_a_clone_orders_commits_and_tells_main_from_branches(tmp_path: Path) -> None:
     """Main's history decides order and membership, whatever the CI jobs' completion times say."""
     repo = tmp_path / "FlyDSL"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import math
 import re
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.importers.flydsl_ci.mapping import map_case
 
 SCHEMA = 1
 METRICS = ("TFLOPS", "TB/s", "speedup")
@@ -85,6 +87,12 @@ class HistoryFile:
     errors: list[RecordError] = field(default_factory=list)
 
 
+MAX_BYTES = 512 << 20
+"""The most JSON one history file may hold (decompressed): a month of FlyDSL's CI is about 9 MiB."""
+EARLIEST, LATEST = datetime(2000, 1, 1), datetime(2100, 1, 1)
+"""The times a CI record may carry."""
+
+
 def read_history(path: str | Path) -> HistoryFile:
     """Parse `path` (plain JSON or gzip, whatever its name); FlybenchError if the file as a whole is unusable."""
     path = Path(path)
@@ -137,12 +145,16 @@ def check_record(index: int, item: Any) -> Record:
     if not isinstance(item["regression"], bool):
         raise ValueError(f"field 'regression' must be true or false, got {item['regression']!r}")
     pr = item.get("pr")
-    if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool)):
-        raise ValueError(f"field 'pr' must be a number or null, got {pr!r}")
+    if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool) or not 0 < pr < 2**31):
+        raise ValueError(f"field 'pr' must be a pull-request number (1 to 2**31 - 1) or null, got {pr!r}")
     for name in _OPTIONAL_OBJECTS:
         if item.get(name) is not None and not isinstance(item[name], dict):
             raise ValueError(f"field {name!r} must be an object or null, got {item[name]!r}")
     value = _value(item)
+    try:  # the shape's numbers feed the case's FLOP and byte counts
+        map_case(item["op"], item["shape"], item["dtype"], item["metric"])
+    except (ArithmeticError, ValueError) as exc:
+        raise ValueError(f"shape {item['shape']!r} of op {item['op']!r} cannot be read ({exc})") from exc
     key = (str(item["run_id"]), *(item[k] for k in KEY_FIELDS[1:]))
     return Record(index, key, item["commit"].lower(), _timestamp(item["ts"]), pr, item["status"], value, item)
 
@@ -167,19 +179,25 @@ def _timestamp(text: str) -> datetime:
     """ISO 8601 in UTC, stored naive as the rest of the store's timestamps."""
     try:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError as exc:
+        if parsed.tzinfo is not None:
+            parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    except (ValueError, OverflowError) as exc:
         raise ValueError(f"field 'ts' is not an ISO 8601 time: {text!r}") from exc
-    if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(timezone.utc).replace(tzinfo=None)
+    if not EARLIEST <= parsed < LATEST:
+        raise ValueError(f"field 'ts' {text!r} is outside {EARLIEST:%Y} to {LATEST:%Y}: not a CI run's time")
     return parsed
 
 
 def _decode(path: Path, raw: bytes) -> Any:
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
+                raw = unpacked.read(MAX_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:
             raise FlybenchError(f"{path}: corrupt or truncated gzip ({exc})") from exc
+    if len(raw) > MAX_BYTES:
+        raise FlybenchError(f"{path}: over {MAX_BYTES >> 20} MiB of JSON; a month of FlyDSL's CI is about 9 MiB: "
+                            "split the history into smaller files and import each")
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
