@@ -130,3 +130,32 @@ def test_unknown_result_columns_are_a_bad_file(tree: Path, tmp_path: Path) -> No
     report = ingest(tree, tmp_path / "db.duckdb", subject="toy")
     (error,) = report.errors
     assert error.path == str(bad) and "unknown result columns ['extra1', 'extra2', 'extra3']" in error.message
+
+
+def test_a_date_beyond_any_clock_and_broken_links_are_reported_files_not_a_crash(tmp_path: Path, capsys) -> None:
+    """The battery's `"date": 1e300` crashed ingest and blocked every file after it, on every rerun."""
+    import json
+    import os
+
+    from flybench.cli import main
+
+    root = tmp_path / "results"
+    root.mkdir()
+    benchmarks_json(root, {"b.T.time_plain": {}})
+    machine_json(root, MACHINE)
+    far = results_json(root, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1]}, commit="a" * 40)
+    far.write_text(json.dumps({**json.loads(far.read_text()), "date": 1e300}))
+    results_json(root, {"b.T.time_plain": [[1.5], [], "1", 1767268800000, 0.1]}, commit="b" * 40)
+    os.symlink(tmp_path / "nowhere.json", root / MACHINE / "cccccccc-existing-py.json")
+    loop = root / MACHINE / "dddddddd-existing-py.json"
+    os.symlink(loop, loop)
+    db = tmp_path / "db.duckdb"
+    for _ in range(2):  # and again: the good file stays stored, the bad ones are named each time
+        assert main(["ingest", str(root), "--db", str(db), "--subject", "toy"]) == 2
+        captured = capsys.readouterr()
+        out = captured.out + captured.err
+        assert "date 1e+300 is not a time between 2000 and 2100" in out
+        assert "cccccccc-existing-py.json: FileNotFoundError" in out and "Too many levels of symbolic links" in out
+        assert "Traceback" not in out
+    with duckdb.connect(str(db), read_only=True) as conn:
+        assert conn.execute("SELECT list(DISTINCT commit_hash) FROM results").fetchone()[0] == ["b" * 40]

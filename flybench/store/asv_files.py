@@ -36,7 +36,7 @@ from asv.results import Results
 from flybench import benchmark_names
 from flybench.errors import FlybenchError
 
-BAD_FILE = (util.UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError)
+BAD_FILE = (util.UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, ArithmeticError)
 """What a malformed or unreadable file raises while it is read; reported per file."""
 
 _ARCH = re.compile(r"^(gfx\d+[a-z]?|sm_\d+[a-z]?|cpu)$")
@@ -744,4 +744,10 @@ def _timestamp(js_ms: int | None) -> dt.datetime | None:
     """asv's JavaScript timestamps (ms since the epoch, UTC) as naive UTC datetimes."""
     if js_ms is None:
         return None
+    if not isinstance(js_ms, (int, float)) or not EARLIEST_MS <= js_ms < LATEST_MS:
+        raise ValueError(f"date {js_ms!r} is not a time between 2000 and 2100 in ms since the epoch")
     return dt.datetime.fromtimestamp(js_ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
+
+
+EARLIEST_MS, LATEST_MS = 946_684_800_000, 4_102_444_800_000
+"""2000-01-01 and 2100-01-01 UTC in asv's ms since the epoch: the times a results file may carry."""
