@@ -191,9 +191,17 @@ def _changed_since_last_ingest(db_path: Path, benchmarks_path: Path, machine_dir
     since = db_path.stat().st_mtime_ns
     if benchmarks_path.is_file() and benchmarks_path.stat().st_mtime_ns >= since:
         return len(results)  # a new benchmarks.json: every file is read again
-    newer = [p for p in results if p.stat().st_mtime_ns >= since]
-    sidecars = [p for d in machine_dirs for p in d.glob("*.cases.jsonl") if p.stat().st_mtime_ns >= since]
+    newer = [p for p in results if _modified(p) >= since]
+    sidecars = [p for d in machine_dirs for p in d.glob("*.cases.jsonl") if _modified(p) >= since]
     return len(newer) + len(sidecars)
+
+
+def _modified(path: Path) -> int:
+    """A file's modification time; a broken link or unreadable file counts as new (its read then says why)."""
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 2**63
 
 
 def _ingest_tree(
@@ -337,7 +345,8 @@ def _plan_machine(
     tasks = []
     for path in files:
         relpath, cases_path = tracker.relpath(path), sidecar.sidecar_path(path)
-        if not reread_all and tracker.is_unchanged(path, "results") and tracker.is_unchanged(cases_path, "cases"):
+        if (not reread_all and path.is_file() and tracker.is_unchanged(path, "results")
+                and tracker.is_unchanged(cases_path, "cases")):  # a broken link is read, and says why, each time
             report.unchanged.append(relpath)
             continue
         tasks.append(_Task(path, relpath, tracker.relpath(cases_path), machine["name"]))
