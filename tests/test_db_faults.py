@@ -137,3 +137,25 @@ def test_a_full_disk_mid_ingest_stops_with_exit_2_and_the_next_run_stores_the_re
         stored = conn.execute(query).fetchall(), conn.execute(rows).fetchall()
     with connect(fresh, read_only=True) as conn:
         assert stored == (conn.execute(query).fetchall(), conn.execute(rows).fetchall())
+
+
+@pytest.mark.parametrize("damage, message", [
+    (["DELETE FROM schema_version WHERE version > 4"], "its schema marker says v4, but it holds"),
+    (["DROP TABLE schema_version", "CREATE TABLE schema_version (version VARCHAR, applied_at TIMESTAMP)",
+      "INSERT INTO schema_version VALUES ('eleven', now())"], "its schema marker (table schema_version) is damaged"),
+])
+def test_a_damaged_schema_marker_gets_advice_that_works(damage: list[str], message: str, tmp_path: Path,
+                                                        capsys) -> None:
+    """"Ingest to migrate" led straight into the crash: readers and writers alike now say to rebuild."""
+    db = tmp_path / "store.duckdb"
+    with connect(db):
+        pass
+    with duckdb.connect(str(db)) as conn:
+        for statement in damage:
+            conn.execute(statement)
+    (tmp_path / "results").mkdir()
+    for argv in (["regressions", "--db", str(db)],
+                 ["ingest", str(tmp_path / "results"), "--db", str(db), "--subject", "toy"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and f"mv {db} {db}.damaged" in err and "Traceback" not in err

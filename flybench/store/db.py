@@ -67,8 +67,11 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
 
 def _check_ours(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
     """Refuse a database that holds tables but not flybench's schema_version: another application's file."""
-    if current_version(conn) > 0:
-        return
+    try:
+        if current_version(conn) > 0:
+            return
+    except (duckdb.Error, ValueError, TypeError):
+        return  # flybench's marker, damaged: reading or migrating it says so, with the advice to rebuild
     tables = sorted(name for (name,) in conn.execute(
         "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()").fetchall())
     if tables and "schema_version" not in tables:

@@ -7,6 +7,7 @@ databases upgrade in place and new ones are built by replaying every step.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import duckdb
@@ -396,7 +397,25 @@ def check_version(conn: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def _known_version(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
-    version = current_version(conn)
+    """The version the marker claims, checked against the tables the store holds: a damaged marker (text,
+    or a version below tables that a later step created) would send a migration into those tables."""
+    rebuild = (f"the store cannot be migrated safely: move it aside (mv {path} {path}.damaged) and rebuild it with "
+               "`flybench ingest` (and `flybench import`) of the results")
+    try:
+        version = current_version(conn)
+    except (duckdb.Error, ValueError, TypeError) as exc:
+        raise FlybenchError(f"{path}: its schema marker (table schema_version) is damaged ({exc}); {rebuild}") from exc
     if version > LATEST:
         raise FlybenchError(f"{path} has schema v{version}, newer than this flybench (v{LATEST}): upgrade flybench")
+    tables = {name for (name,) in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = current_database()").fetchall()}
+    later = sorted(table for step in MIGRATIONS[version:] for table in _created(step) if table in tables)
+    if later:
+        raise FlybenchError(f"{path}: its schema marker says v{version}, but it holds {', '.join(later)}, which later "
+                            f"versions create; {rebuild}")
     return version
+
+
+def _created(step: list[str]) -> list[str]:
+    """The tables a migration step creates."""
+    return [m[1] for statement in step if (m := re.match(r"\s*CREATE TABLE (\w+)", statement))]
