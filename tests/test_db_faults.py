@@ -159,3 +159,15 @@ def test_a_damaged_schema_marker_gets_advice_that_works(damage: list[str], messa
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert message in err and f"mv {db} {db}.damaged" in err and "Traceback" not in err
+
+
+def test_a_db_or_config_that_is_not_a_file_is_named_as_such(tmp_path: Path, capsys) -> None:
+    """`--db /dev/null` once advised `mv /dev/null /dev/null.corrupt`; a folder as --config was "not found"."""
+    for db, kind in (("/dev/null", "a device or pipe"), (str(tmp_path), "a directory")):
+        assert main(["regressions", "--db", db]) == 2
+        err = capsys.readouterr().err
+        assert f"--db {db} is not a file ({kind})" in err and "mv " not in err
+    from flybench.regress.config import load_config
+
+    with pytest.raises(FlybenchError, match=f"config file {tmp_path} is a directory: pass the file"):
+        load_config(tmp_path)

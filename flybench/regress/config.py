@@ -127,7 +127,8 @@ def load_config(path: str | Path | None = None) -> RegressConfig:
     file = Path(path) if path else DEFAULT_PATH
     if not file.is_file():
         if path:
-            raise FlybenchError(f"config file {file} not found")
+            raise FlybenchError(f"config file {file} is a directory: pass the file, e.g. {file / 'flybench.toml'}"
+                                if file.is_dir() else f"config file {file} not found")
         return RegressConfig()
     try:
         document: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))

@@ -37,6 +37,9 @@ def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterat
     A writer first reads an existing file as a reader would and refuses one that is not flybench's.
     """
     path = Path(db_path)
+    if path.exists() and not path.is_file():
+        raise FlybenchError(f"--db {path} is not a file (a {'directory' if path.is_dir() else 'device or pipe'}): "
+                            "pass the path of a database file, e.g. results/flybench.duckdb")
     if read_only:
         with _attached(path) as conn:
             try:
