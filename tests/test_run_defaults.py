@@ -41,6 +41,12 @@ def test_config_and_head_come_from_the_current_directorys_repository(clone: Path
     done = flybench(clone / "benchmarks", "run", "--dry-run", "-w", "gemm", "-p", "torch")  # from a subfolder too
     assert done.returncode == 0, done.stderr
     assert f"config: {clone / 'asv.conf.json'}; commit: {git(clone, 'rev-parse', 'HEAD')}" in done.stdout
+    # the plan: how many measuring processes, and the asv command that runs them, shell-quoted
+    lines = done.stdout.splitlines()
+    plan = next(i for i, line in enumerate(lines) if line.startswith("plan: gemm: "))
+    assert lines[plan].endswith("measuring processes (torch bf16)")
+    assert lines[plan + 1].startswith(f"  asv run --config {clone / 'asv.conf.json'} --python=same ")
+    assert lines[-1].endswith("measuring processes in all; nothing was run (--dry-run)")
 
 
 def test_a_commit_of_the_repository_is_resolved_to_its_hash(clone: Path) -> None:

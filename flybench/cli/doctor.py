@@ -29,7 +29,11 @@ class Check:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "doctor", help="report ROCm, GPUs, FlyDSL, Triton, the compile toolchain, JAX, AITER")
+        "doctor", help="report ROCm, GPUs, FlyDSL, Triton, the compile toolchain, JAX, AITER",
+        description="Check what this machine can measure and compile: the GPU and its driver, ROCm or CUDA, "
+                    "torch, Triton, FlyDSL (installed or --flydsl-src), the compile toolchain, JAX and AITER, and "
+                    "what each missing piece disables, with the command that installs it. Exit status: 0 (a "
+                    "report, whatever it finds), 2 bad input.")
     parser.add_argument("--flydsl-src", default=None, help="FlyDSL source checkout (default: $FLYBENCH_FLYDSL_SRC)")
     parser.add_argument("--compile", action="store_true", help="also compile flybench's own kernels for gfx942")
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")

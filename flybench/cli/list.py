@@ -10,7 +10,11 @@ from flybench.workloads import WORKLOADS, get_workload
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("list", help="list workload cases and providers")
+    parser = subparsers.add_parser(
+        "list", help="list workload cases and providers",
+        description="List each workload's cases in a shape set and every provider, with whether it runs on this "
+                    "machine and, where it does not, why and how to make it. Exit status: 0, 2 bad input (an "
+                    "unknown workload or shape set).")
     parser.add_argument("--set", dest="shape_set", default="quick", help="shape set: tiny, quick or full")
     parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
     return parser

@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    parser = subparsers.add_parser("run", help="run the benchmark suite through asv on this machine")
+    parser = subparsers.add_parser(
+        "run", help="run the benchmark suite through asv on this machine",
+        description="Measure the selected cases of the repository you stand in (its asv.conf.json, its HEAD or "
+                    "--commit) with asv on this machine, each case in a process of its own, checked against its "
+                    "float32 reference first; results go to asv's results_dir beside a record per case. --dry-run "
+                    "prints the plan (cases, providers, the asv command) and runs nothing. Exit status: 0 all "
+                    "measured, 1 a case failed or did not finish (each reason in the summary), 2 bad input.")
     parser.add_argument("--set", dest="shape_set", default=None,
                         help="shape set: tiny, quick or full (default: quick on a GPU, tiny on a CPU)")
     parser.add_argument("--quick", action="store_const", const="quick", dest="shape_set", help="same as --set quick")
@@ -84,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
     if not runnable:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
     if args.dry_run:
+        _print_plan(runnable, shape_set, args.case, config, commit)
         return 0
     results = results_dir(config)
     _register_machine(str(config), machine, device)
@@ -116,6 +124,23 @@ def main(args: argparse.Namespace) -> int:
               "case records", file=sys.stderr)
         return 1
     return 0
+
+
+def _print_plan(runnable: list[Choice], shape_set: str, cases: list[str] | None, config: Path, commit: str) -> None:
+    """--dry-run: per workload, how many cases each runnable (provider, dtype) measures, and the asv command."""
+    from flybench.workloads import get_workload
+
+    total = 0
+    for workload, chunk in _chunks(runnable).items():
+        names = [c.name for c in get_workload(workload).cases(shape_set) if not cases or c.name in cases]
+        total += len(names) * len(chunk)
+        pairs = ", ".join(f"{c.provider} {c.dtype}" for c in chunk)
+        print(f"plan: {workload}: {len(names)} cases x {len(chunk)} (provider, dtype) = {len(names) * len(chunk)} "
+              f"measuring processes ({pairs})")
+        patterns = [arg for pattern in asv_regex(shape_set, chunk, cases) for arg in ("--bench", pattern)]
+        print("  " + shlex.join(["asv", "run", "--config", str(config), "--python=same", "--set-commit-hash", commit,
+                                 *patterns]))
+    print(f"plan: {total} measuring processes in all; nothing was run (--dry-run)")
 
 
 def _chunks(runnable: list[Choice]) -> dict[str, list[Choice]]:
