@@ -159,3 +159,28 @@ def test_a_date_beyond_any_clock_and_broken_links_are_reported_files_not_a_crash
         assert "Traceback" not in out
     with duckdb.connect(str(db), read_only=True) as conn:
         assert conn.execute("SELECT list(DISTINCT commit_hash) FROM results").fetchone()[0] == ["b" * 40]
+
+
+def test_impossible_times_are_kept_as_failed_with_the_value_in_the_reason(tmp_path: Path) -> None:
+    """0, negative and 1e308 s were stored as ok, and compare read -0.2 ms as a -200% improvement."""
+    from flybench.store.asv_files import ResultsFile, impossible_times
+
+    root = tmp_path / "results"
+    root.mkdir()
+    times = {"b.T.time_zero": 0.0, "b.T.time_negative": -2e-4, "b.T.time_huge": 1e308, "b.T.time_fine": 1e-3}
+    benchmarks_json(root, {name: {} for name in times})
+    machine_json(root, MACHINE)
+    results_json(root, {name: [[t], [], "1", 1767268800000, 0.1] for name, t in times.items()})
+    db = tmp_path / "db.duckdb"
+    assert ingest(root, db, "toy").ok
+    with duckdb.connect(str(db), read_only=True) as conn:
+        rows = dict(conn.execute("SELECT benchmark, status || ': ' || coalesce(reason, '') FROM results").fetchall())
+    assert rows["b.T.time_fine"] == "ok: "
+    assert rows["b.T.time_negative"] == ("failed: impossible time -0.0002 s (a call takes more than 0 s and less "
+                                         "than 3600 s)")
+    assert rows["b.T.time_zero"].startswith("failed: impossible time 0.0 s")
+    assert rows["b.T.time_huge"].startswith("failed: impossible time 1e+308 s")
+    # asv's own loader's rows (files the direct reader leaves to it) go through the same rule
+    parsed = impossible_times(ResultsFile("c", None, {}, [{"unit": "seconds", "status": "ok", "value": -1.0},
+                                                          {"unit": "TFLOP/s", "status": "ok", "value": 0.0}]))
+    assert [r["status"] for r in parsed.rows] == ["failed", "ok"]

@@ -21,7 +21,7 @@ import json
 import math
 import re
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -751,3 +751,37 @@ def _timestamp(js_ms: int | None) -> dt.datetime | None:
 
 EARLIEST_MS, LATEST_MS = 946_684_800_000, 4_102_444_800_000
 """2000-01-01 and 2100-01-01 UTC in asv's ms since the epoch: the times a results file may carry."""
+
+
+MAX_SECONDS = 3600.0
+"""No timed call of a case takes an hour: asv itself gives up on a benchmark long before."""
+
+
+def impossible_times(parsed: ResultsFile) -> ResultsFile:
+    """Rows in seconds whose value is not a time a call can take (0, negative, an hour or more) are kept, but as
+    failed, with the value in the reason: a negative time once read as a -200% improvement."""
+    def reason(value: float) -> str:
+        return f"impossible time {value!r} s (a call takes more than 0 s and less than {MAX_SECONDS:g} s)"
+
+    if parsed.rows is not None:
+        for row in parsed.rows:
+            value = row.get("value")
+            if row.get("unit") == "seconds" and row.get("status") == "ok" and value is not None and not (
+                    0 < value < MAX_SECONDS):
+                row.update(status="failed", reason=reason(value))
+        return parsed
+    table = parsed.table
+    value = table["value"]
+    bad = pc.and_kleene(pc.and_kleene(pc.equal(table["unit"], "seconds"), pc.equal(table["status"], "ok")),
+                        pc.or_kleene(pc.less_equal(value, 0), pc.greater_equal(value, MAX_SECONDS)))
+    bad = pc.fill_null(bad, False)
+    if not pc.any(bad).as_py():
+        return parsed
+    status = pc.if_else(bad, "failed", table["status"])
+    reasons = table["reason"].to_pylist() if "reason" in table.column_names else [None] * len(table)
+    reasons = [reason(v) if b else r for v, b, r in zip(value.to_pylist(), bad.to_pylist(), reasons)]
+    table = table.set_column(table.schema.get_field_index("status"), "status", status)
+    column = pa.array(reasons, pa.string())
+    table = (table.set_column(table.schema.get_field_index("reason"), "reason", column)
+             if "reason" in table.column_names else table.append_column("reason", column))
+    return replace(parsed, table=table)

@@ -40,7 +40,8 @@ from asv import util
 from flybench.errors import FlybenchError
 from flybench.store import counters as stored_counters
 from flybench.store import heads, sidecar
-from flybench.store.asv_files import BAD_FILE, BenchmarkDef, ResultsFile, load_benchmarks, machine_row, read_results
+from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
+                                      machine_row, read_results)
 from flybench.store.db import DEFAULT_DB, connect, is_fault
 from flybench.store.files import FileTracker, Fingerprint, fingerprint, read_fingerprinted
 
@@ -441,6 +442,7 @@ def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[s
                 sidecar.annotate(row, cases)
         if parsed.rows is not None:
             parsed = replace(parsed, rows=sidecar.fold(parsed.rows))
+        parsed = impossible_times(parsed)
     except BAD_FILE as exc:
         return warnings, FileError(str(path), f"{type(exc).__name__}: {exc}")
     return warnings, _Parsed(path, task.relpath, parsed, sidecar.device_arch(cases), fingerprints)
