@@ -184,3 +184,20 @@ def test_impossible_times_are_kept_as_failed_with_the_value_in_the_reason(tmp_pa
     parsed = impossible_times(ResultsFile("c", None, {}, [{"unit": "seconds", "status": "ok", "value": -1.0},
                                                           {"unit": "TFLOP/s", "status": "ok", "value": 0.0}]))
     assert [r["status"] for r in parsed.rows] == ["failed", "ok"]
+
+
+def test_a_huge_parameter_grid_is_refused_before_it_is_expanded(tmp_path: Path) -> None:
+    """A 260 KB file naming a 250^3 grid (its result null: all failed) ran for minutes and passed 1.7 GB."""
+    import time
+
+    root = tmp_path / "results"
+    root.mkdir()
+    benchmarks_json(root, {"b.T.time_plain": {}})
+    machine_json(root, MACHINE)
+    grid = [[repr(i) for i in range(250)]] * 3
+    results_json(root, {"b.T.time_plain": [None, grid, "1", 1767268800000, 0.1]})
+    began = time.monotonic()
+    report = ingest(root, tmp_path / "db.duckdb", "toy")
+    assert time.monotonic() - began < 60  # minutes before, a fraction of a second now; only a guard against a hang
+    [error] = report.errors
+    assert "its parameter grid has 15,625,000 combinations, more than the 100,000" in error.message

@@ -204,6 +204,10 @@ _UNIQUE: dict[str, list[list[Any]]] = {}
 _REQUIRED = ("commit_hash", "env_name", "date", "python", "params", "requirements", "result_columns", "results")
 
 
+MAX_COMBINATIONS = 100_000
+"""Parameter combinations one benchmark of a results file may name: flybench's largest suite has a few hundred."""
+
+
 def check_results(data: dict[str, Any]) -> None:
     """Refuse, with what is wrong, a results file whose entries do not fit its own columns.
 
@@ -229,9 +233,10 @@ def check_results(data: dict[str, Any]) -> None:
         params = entry[at["params"]] if at.get("params", len(entry)) < len(entry) else []
         if type(params) is not list or not all(type(values) is list for values in params):
             raise ValueError(f"benchmark {name!r}: 'params' must be a list of lists of values")
-        combinations = 1
-        for values in params:
-            combinations *= len(values)
+        combinations = math.prod(len(values) for values in params)
+        if combinations > MAX_COMBINATIONS:  # before anything expands it: a 250^3 grid took minutes and gigabytes
+            raise ValueError(f"benchmark {name!r}: its parameter grid has {combinations:,} combinations, more than "
+                             f"the {MAX_COMBINATIONS:,} one results file may hold for a benchmark")
         for column in ("result", "samples", *(f"stats_{s}" for s in _STATS)):
             i = at.get(column, len(entry))
             values = entry[i] if i < len(entry) else None
@@ -431,6 +436,9 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
             raise _NotPlain
         width = len(entry)
         raw_params = entry[i_params] if i_params < width else None
+        if type(raw_params) is list and all(type(v) is list for v in raw_params) and math.prod(
+                len(v) for v in raw_params) > MAX_COMBINATIONS:
+            raise _NotPlain  # `check_results` says what is wrong, before anything expands the grid
         definition = definition_of(benchmarks, name, len(raw_params) if type(raw_params) is list else 0)
         known = _PARAMS.get(name)  # `_params_texts`, its usual answer without the call
         if known is not None and known[0] is definition and known[1] == raw_params:
