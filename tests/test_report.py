@@ -208,6 +208,11 @@ def test_the_saved_json_renders_again(big: Comparison, tmp_path: Path, capsys) -
     assert main([str(tmp_path / "bad.json")]) == 2
     assert "not a comparison" in capsys.readouterr().err
     assert main([str(tmp_path / "missing.json")]) == 2 and "cannot read" in capsys.readouterr().err
+    text = json.loads(to_json(big))
+    text["cases"][0]["base"] = "fast"  # a string where a number goes: a traceback before, exit 1
+    (tmp_path / "string.json").write_text(json.dumps(text))
+    assert main([str(tmp_path / "string.json")]) == 2
+    assert "case 0: base = 'fast', not a number" in capsys.readouterr().err
     url = "https://github.com/o/r/actions/runs/1/artifacts/2?name=isa (diff)"
     assert main([str(saved), "--link", f"ISA diffs [gfx942]={url}", "--output", str(out)]) == 0
     assert "- [ISA diffs \\[gfx942\\]](https://github.com/o/r/actions/runs/1/artifacts/2?name=isa%20%28diff%29)" \

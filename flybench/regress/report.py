@@ -144,6 +144,12 @@ def from_json(text: str) -> Comparison:
     try:
         data = json.loads(text)
         known = {f.name for f in fields(CaseResult)}
+        numbers = [f.name for f in fields(CaseResult) if str(f.type).startswith("float")]
+        for index, case in enumerate(data["cases"]):
+            wrong = [n for n in numbers if case.get(n) is not None
+                     and (isinstance(case[n], bool) or not isinstance(case[n], (int, float)))]
+            if wrong:
+                raise ValueError(f"case {index}: {', '.join(f'{n} = {case[n]!r}' for n in wrong)}, not a number")
         cases = [_with_context(CaseResult(**{k: v for k, v in case.items() if k in known})) for case in data["cases"]]
         resources = [ResourceChange(**r) for r in data.get("resources", [])]
         return Comparison(data["machine"], data["base"], data["head"], data["p_threshold"], cases, resources,
