@@ -381,7 +381,7 @@ def test_a_kernel_that_fails_only_with_the_heads_other_wheel_is_not_called_broke
     args = argparse.Namespace(kernel=["flash_attn_generic:causal_m128"], arch=["gfx942"], isa_diff=tmp_path / "isa")
 
     def judged(base_wheel: str, head_wheel: str) -> tuple[str, str]:
-        sides = {name: gate.Side(name, c * 40, tmp_path / "asv.conf.json", {}, build, f"kernels/ exported, flydsl {w}")
+        sides = {name: gate.Side(name, c * 40, tmp_path / "asv.conf.json", {}, build, f"flydsl {w}")
                  for name, c, w in (("base", "b", base_wheel), ("head", "h", head_wheel))}
         comparison = Comparison("m", "b" * 40, "h" * 40, 0.001)
         gate._compile_half(comparison, sides, [], True, ["flash_attn_generic:causal_m128"], args, RegressConfig(),

@@ -200,7 +200,11 @@ class Side(NamedTuple):
     config: Path  # asv config: results go to its results_dir
     env: dict[str, str]  # added to the measuring processes' environment
     build: "Build"
-    note: str
+    wheel: str  # FlyDSL's sides: the flydsl package they compile and run with ("flydsl 0.3.1"); flybench's: ""
+
+    @property
+    def note(self) -> str:
+        return f"kernels/ exported, {self.wheel}" if self.wheel else "its own worktree"
 
 
 def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path, cache: Path) -> Side:
@@ -209,7 +213,7 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
     asv config of the side's own (the clone as asv's repository, for commit dates) and compiled by it."""
     if not flydsl:
         tree = subject_code.checkout(repo, workdir / name, commit)
-        return Side(name, commit, tree / ASV_CONFIG, {}, Build(tree, [str(tree)], [], tree), "its own worktree")
+        return Side(name, commit, tree / ASV_CONFIG, {}, Build(tree, [str(tree)], [], tree), "")
     src, path, note = subject_code.Wheels(repo, wheel, cache / "flydsl").checkout(commit)
     config = workdir / name / ASV_CONFIG
     config.parent.mkdir(parents=True, exist_ok=True)
@@ -220,8 +224,7 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
     pythonpath = [*path, str(RUN_ROOT)]
     env = {envvars.FLYDSL_SRC: str(src), "PYTHONPATH": os.pathsep.join(
         [*pythonpath, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])}
-    return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src),
-                f"kernels/ exported, {note}")
+    return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src), note)
 
 
 def _timing_selection(runnable, sides: dict[str, Side], changed: list[str], dtypes: tuple[str, ...], cfg,
@@ -265,7 +268,7 @@ def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[
         notes.append(f"machine code changed in {len(changed_code)} kernel{'s' if len(changed_code) != 1 else ''}: "
                      + "; ".join(f"{k} ({', '.join(a)})" for k, a in changed_code.items()) + f"; ISA diffs in {diffs}")
     changes, broken = compile_changes(records["base"], records["head"], METRIC_UNITS, cfg)
-    if sides["base"].note != sides["head"].note:  # FlyDSL's sides got different wheels: a failure may be the wheel's
+    if sides["base"].wheel != sides["head"].wheel:  # FlyDSL's sides got different wheels: a failure may be the wheel's
         broken = [replace(case, verdict="incomparable", detail=f"{case.detail} (base: {sides['base'].note}; head: "
                           f"{sides['head'].note}: the sides compiled with different flydsl wheels, so this may be "
                           "the wheel's doing; gate again with --wheel set to one version to tell)")

@@ -51,14 +51,10 @@ class Alert:
     def key(self) -> tuple[str, str, str, str, str]:
         return series_key(self.regression)
 
-    @property
-    def id(self) -> str:
-        return "\0".join([*self.key, self.regression.step.first_bad])
-
 
 @dataclass(frozen=True)
 class Event:
-    alert: str  # Alert.id
+    alert: Alert  # as it stands after the event
     event: str  # opened, seen, reopened, recovered
     through: str  # the newest commit of the series at that scan
     detail: str = ""
@@ -91,18 +87,18 @@ def advance(alerts: Sequence[Alert], found: Sequence[Regression],
         same = [i for i, a in enumerate(alerts) if a.key == key and same_step(a.regression, r)]
         opened = [i for i in same if alerts[i].status == OPEN]
         if opened:
-            events.append(Event(alerts[opened[0]].id, "seen", newest(key)))
+            events.append(Event(alerts[opened[0]], "seen", newest(key)))
         elif same:
             i = same[-1]
             alerts[i] = replace(alerts[i], status=OPEN, closed_by=None, flips=alerts[i].flips + 1)
-            events.append(Event(alerts[i].id, "reopened", newest(key), f"flip {alerts[i].flips}"))
+            events.append(Event(alerts[i], "reopened", newest(key), f"flip {alerts[i].flips}"))
         else:
             alerts.append(Alert(r, OPEN, newest(key)))
-            events.append(Event(alerts[-1].id, "opened", newest(key)))
+            events.append(Event(alerts[-1], "opened", newest(key)))
     for i, alert in enumerate(alerts):
         if alert.status == OPEN and (back := recovered_at(alert.regression, points.get(alert.key, []))):
             alerts[i] = replace(alert, status=RECOVERED, closed_by=back)
-            events.append(Event(alert.id, "recovered", newest(alert.key), f"back at the old level at {back}"))
+            events.append(Event(alerts[i], "recovered", newest(alert.key), f"back at the old level at {back}"))
     return alerts, events
 
 

@@ -289,9 +289,10 @@ def _alert_row(a: alerts.Alert) -> dict[str, object]:
 
 
 def _event_row(e: alerts.Event) -> dict[str, object]:
-    subject, machine, env, name, params, first_bad = e.alert.split("\0")
-    return {"subject": subject, "machine": machine, "env_name": env, "benchmark": name, "params": params,
-            "first_bad": first_bad, "event": e.event, "through": e.through, "detail": e.detail}
+    r = e.alert.regression
+    return {"subject": r.subject, "machine": r.machine, "env_name": r.env_name, "benchmark": r.benchmark,
+            "params": json.dumps(r.params), "first_bad": r.step.first_bad, "event": e.event, "through": e.through,
+            "detail": e.detail}
 
 
 def _row(r: Regression) -> dict[str, object]:

@@ -33,7 +33,8 @@ from pathlib import Path
 from asv import step_detect
 
 from studies.flydsl_ci.data import History, load
-from studies.flydsl_ci.yardstick import Event, match
+from studies.flydsl_ci.labels import scored
+from studies.flydsl_ci.yardstick import Event
 
 Detector = Callable[[Sequence[float]], list[tuple[int, float, float]]]
 """Values of one series (bigger is better), oldest first -> (index of the first run of a new level, level
@@ -95,19 +96,12 @@ def measured_order(history: History) -> dict[str, int]:
 
 def compare(history: History, labels: list[dict]) -> list[dict]:
     order = measured_order(history)
-    code = [Event(tuple(x["key"]), "worse", order[x["first_bad"]]) for x in labels
-            if x["kind"] == "code" and x["direction"] == "worse"]
-    environment = [Event(tuple(x["key"]), "worse", order[x["first_bad"]]) for x in labels
-                   if x["kind"] == "environment" and x["direction"] == "worse"]
-    rows = []
-    for name, make in CANDIDATES.items():
-        found = flags(history, make(), order)
-        hits = len(match(code, found))
-        rows.append({"detector": name, "flags": len(found), "hits": hits, "labels": len(code),
-                     "precision": round(hits / len(found), 2) if found else None,
-                     "recall": round(hits / len(code), 2) if code else None,
-                     "flags_on_environment_labels": len(match(environment, found))})
-    return rows
+    return [{"detector": name, **scored(labels, flags(history, make(), order), order)}
+            for name, make in CANDIDATES.items()]
+
+
+def _two(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| detector | flags | worse code labels found | precision | recall | flags on environment labels |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['detector']} | {r['flags']} | {r['hits']} of {r['labels']} | {r['precision']} | {r['recall']} | "
-              f"{r['flags_on_environment_labels']} |")
+        print(f"| {r['detector']} | {r['flags']} | {r['hits']} of {r['labels']} | {_two(r['precision'])} | "
+              f"{_two(r['recall'])} | {r['flags_on_environment_labels']} |")
     return 0
 
 

@@ -234,23 +234,31 @@ def as_dict(item: Label) -> dict:
     return {**asdict(item), "key": list(item.key)}
 
 
+def scored(labels: Sequence[dict], flags: Sequence, order: dict[str, int]) -> dict[str, object]:
+    """Flags (yardstick `Event`s) against the worse code labels of the same series, one run apart at most
+    (`yardstick.match`), with `order` placing each labelled first bad commit; flags that fall on environment
+    labels are counted apart."""
+    from studies.flydsl_ci.yardstick import Event, match
+
+    events = {kind: [Event(tuple(x["key"]), "worse", order[x["first_bad"]]) for x in labels
+                     if x["kind"] == kind and x["direction"] == "worse" and x["first_bad"] in order]
+              for kind in ("code", "environment")}
+    hits = len(match(events["code"], flags))
+    return {"labels": len(events["code"]), "flags": len(flags), "hits": hits,
+            "precision": hits / len(flags) if flags else None,
+            "recall": hits / len(events["code"]) if events["code"] else None,
+            "flags_on_environment_labels": len(match(events["environment"], flags))}
+
+
 def score_nightly(db: Path, labels: Sequence[Label]) -> dict[str, object]:
     """The nightly as shipped (the default configuration, worse steps on main, replayed night by night by the
-    study's `Replay`) against the worse code labels; flags on environment labels are counted apart."""
+    study's `Replay`) against the labels."""
     from flybench.regress.config import RegressConfig
-    from studies.flydsl_ci.yardstick import Event, Replay, match
+    from studies.flydsl_ci.yardstick import Replay
 
     replay = Replay(db)
-    flags = [replay.at(f) for f in replay.flags(RegressConfig())]
-    events = {kind: [Event(tuple(x.key), x.direction, replay.position[x.first_bad]) for x in labels
-                     if x.kind == kind and x.direction == "worse" and x.first_bad in replay.position]
-              for kind in ("code", "environment")}
-    code = match(events["code"], flags)
-    environment = match(events["environment"], flags)
-    hits = len(code)
-    return {"labels": len(events["code"]), "flags": len(flags), "hits": hits,
-            "precision": hits / len(flags) if flags else None, "recall": hits / len(events["code"]) if events["code"]
-            else None, "flags_on_environment_labels": len(environment)}
+    return scored([as_dict(x) for x in labels], [replay.at(f) for f in replay.flags(RegressConfig())],
+                  replay.position)
 
 
 def main(argv: list[str] | None = None) -> int:
