@@ -66,10 +66,10 @@ def test_flat_noisy_series_has_no_step() -> None:
 
 
 def test_noise_calibration_needs_bigger_steps_on_noisy_series() -> None:
-    """A 12% step clears a 5% threshold on a quiet series, not on one whose own noise is ~5%."""
+    """A 12% step clears a 5% floor on a quiet series, not (at 3 noise) on one whose own noise is ~5%."""
     rng = random.Random(0)
     draws = [rng.gauss(0, 1) for _ in range(40)]
-    thresholds = replace(SECONDS, relative=0.05, absolute=0.0)
+    thresholds = replace(SECONDS, step_floor=0.05, absolute=0.0, noise_k=3.0)
 
     def series(noise: float) -> list[Point]:
         return [Point(str(i), 1e-3 * (1 + noise * d) * (1.12 if i >= 20 else 1)) for i, d in enumerate(draws)]
@@ -93,10 +93,11 @@ def test_deterministic_metrics_report_every_change() -> None:
 def test_config_overrides_by_glob(tmp_path: Path, db: Path) -> None:
     config = tmp_path / "flybench.toml"
     config.write_text('[regress]\nrelative = 0.1\nabsolute = { "TFLOP/s" = 1.0 }\n\n'
-                      '[regress.overrides."attention.Quick.track_time"]\nrelative = 0.6\n'
+                      '[regress.overrides."attention.Quick.track_time"]\nstep_floor = 0.6\n'
                       '[regress.overrides."*(c1, torch, bf16)"]\nnoise_k = 9\n')
     cfg = load_config(config)
-    assert cfg.thresholds("attention.Quick.track_time", "c1, flydsl, bf16", "seconds").relative == 0.6
+    assert cfg.thresholds("attention.Quick.track_time", "c1, flydsl, bf16", "seconds").step_floor == 0.6
+    assert cfg.thresholds("attention.Quick.track_time", "c1, flydsl, bf16", "seconds").relative == 0.1
     assert cfg.thresholds("attention.Rates.track_tflops", "c1, torch, bf16", "TFLOP/s").noise_k == 9
     assert cfg.thresholds("x", "", "TFLOP/s").absolute == 1.0 and cfg.absolute["seconds"] == 1e-5
     assert [r.benchmark for r in find_regressions(db, config=config)] == ["attention.Rates.track_tflops"]

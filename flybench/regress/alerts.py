@@ -123,10 +123,10 @@ def becomes_alert(r: Regression) -> bool:
 
 
 def meets(r: Regression, cfg: RegressConfig) -> bool:
-    """Whether the alert's step still clears the relative and absolute thresholds (a config may have changed
+    """Whether the alert's step still clears the step floor and absolute threshold (a config may have changed
     since the scan that opened it)."""
     limits = cfg.thresholds(r.benchmark, ", ".join(map(str, r.params.values())), r.unit)
-    return abs(r.step.relative) >= limits.relative and abs(r.step.absolute) >= limits.absolute
+    return abs(r.step.relative) >= limits.step_floor and abs(r.step.absolute) >= limits.absolute
 
 
 def same_step(a: Regression, b: Regression) -> bool:

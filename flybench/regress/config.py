@@ -1,14 +1,24 @@
 """Regression thresholds: defaults, the `[regress]` section of flybench.toml, per-benchmark overrides.
 
-FlyDSL's CI gate fails a kernel only past 20% and 10 us; flybench starts from
-the same numbers. Units decide the direction (TFLOP/s: bigger is better) and
-whether a metric is deterministic (register counts change only when the code
-does, so every change is reported exactly, without any statistics).
+Two kinds of judgement read them. A base-vs-head comparison (a pull
+request's gate, `flybench compare`) holds a change against `relative`, its
+tolerance (20% and 10 us by default, as FlyDSL's CI gate; the PR config sets
+3%). A history scan (`flybench regressions`, the nightly's alerts) holds a
+step against the series' own noise (`noise_k`), above `step_floor`, fits the
+newest `window` runs, and reads the steps of a machine together
+(`flybench.regress.episodes`). Units decide the direction (TFLOP/s: bigger is
+better) and whether a metric is deterministic (register counts change only
+when the code does, so every change is reported exactly, without any
+statistics).
 
     [regress]
-    relative = 0.2              # fraction of the base value
-    noise_k = 3.0               # a step must exceed noise_k x the series' own noise
+    relative = 0.2              # base-vs-head: the tolerance, a fraction of the base value
     p_threshold = 0.002         # base-vs-head: the rounds' interval is at 1 - p_threshold
+    noise_k = 2.0               # history: a step must exceed noise_k x the series' own noise
+    step_floor = 0.03           # history: and be at least this fraction of the level before it
+    window = 6                  # history: the newest runs a series' fit reads (0: all of them)
+    corroborate = 2             # history: series of a kernel (other cases, dtypes) stepping together
+    environment_workloads = 3   # history: workloads stepping together at one commit make it the environment's
     absolute = { seconds = 1e-5 }            # per unit, in that unit
     bigger_is_better_units = ["TFLOP/s", "GB/s"]
     deterministic_units = ["registers", "bytes", "waves"]
@@ -17,7 +27,8 @@ does, so every change is reported exactly, without any statistics).
                                      # the others measured in the same rounds are drift controls
     control_providers = ["xla"]      # globs: on a pull request whose cases are chosen by diff, these providers
                                      # of each chosen workload, when the change reaches none of their files,
-                                     # are measured in the same rounds as its drift controls
+                                     # are measured in the same rounds as its drift controls; in history,
+                                     # their stepping with the subject makes a step the environment's
 
     [regress.overrides."moe.*"]               # glob on the benchmark name or "name(params)"
     relative = 0.3
@@ -49,11 +60,12 @@ DEFAULT_PATH = Path("flybench.toml")
 class Thresholds:
     """What one benchmark series must exceed to count as a change."""
 
-    relative: float
+    relative: float  # a base-vs-head comparison's tolerance
     absolute: float
     noise_k: float
     bigger_is_better: bool
     deterministic: bool
+    step_floor: float = 0.03  # the smallest step a history scan reports, whatever the series' noise allows
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,8 @@ class RegressConfig:
     """Defaults plus overrides; `thresholds()` resolves them for one benchmark."""
 
     relative: float = 0.20
-    noise_k: float = 3.0
+    noise_k: float = 2.0
+    step_floor: float = 0.03
     p_threshold: float = 0.002
     absolute: dict[str, float] = field(default_factory=lambda: {"seconds": 1e-5})
     bigger_is_better_units: frozenset[str] = frozenset(
@@ -75,6 +88,12 @@ class RegressConfig:
     subject_providers: frozenset[str] = frozenset({"*"})
     control_providers: frozenset[str] = frozenset()
     overrides: tuple[tuple[str, dict[str, float]], ...] = ()
+    # History scans (flybench.regress.history, .episodes): the newest runs a series' fit reads, the series of a
+    # benchmark that must step together for a code regression, and the workloads whose stepping together at one
+    # commit makes it the environment's.
+    window: int = 6
+    corroborate: int = 2
+    environment_workloads: int = 3
 
     def is_subject(self, provider: str | None) -> bool:
         """Whether a case of this provider is judged (subject) or only watched for drift (control)."""
@@ -89,6 +108,7 @@ class RegressConfig:
         unit_key = (unit or "").lower()
         result = Thresholds(
             relative=self.relative, absolute=self.absolute.get(unit or "", 0.0), noise_k=self.noise_k,
+            step_floor=self.step_floor,
             bigger_is_better=unit_key in self.bigger_is_better_units,
             deterministic=unit_key in self.deterministic_units,
         )
@@ -102,10 +122,20 @@ class RegressConfig:
 _NUMBERS: dict[str, tuple[Callable[[float], bool], str, str]] = {
     # key: (its range, what it means, an example to write)
     "relative": (lambda x: 0 <= x < 1, "a fraction of the base value, at least 0 and below 1", "0.05"),
-    "noise_k": (lambda x: x > 0, "a multiple of the series' noise, above 0", "3.0"),
+    "noise_k": (lambda x: x > 0, "a multiple of the series' noise, above 0", "2.0"),
+    "step_floor": (lambda x: 0 <= x < 1, "the smallest relative step a history scan reports, at least 0 and below 1",
+                   "0.03"),
     "p_threshold": (lambda x: 0 < x < 1, "a significance level, above 0 and below 1", "0.002"),
     "absolute": (lambda x: x >= 0, "a size in the benchmark's own unit, at least 0", "1e-5"),
+    "window": (lambda x: x == int(x) and (x == 0 or x >= 3),
+               "the newest runs a series' fit reads: a whole number, 3 or more, or 0 for the whole history", "10"),
+    "corroborate": (lambda x: x == int(x) and x >= 1,
+                    "how many series of a benchmark must step together: a whole number, at least 1", "2"),
+    "environment_workloads": (lambda x: x == int(x) and x >= 2,
+                              "how many workloads stepping at one commit make it the environment: "
+                              "a whole number, at least 2", "3"),
 }
+_WHOLE_NUMBERS = ("window", "corroborate", "environment_workloads")
 _STRING_LISTS = {
     "bigger_is_better_units": '["TFLOP/s", "GB/s"]',
     "deterministic_units": '["registers", "bytes"]',
@@ -113,7 +143,7 @@ _STRING_LISTS = {
     "subject_providers": '["flydsl", "flydsl+append"]',
     "control_providers": '["xla"]',
 }
-_OVERRIDE_KEYS = {"relative", "absolute", "noise_k"}
+_OVERRIDE_KEYS = {"relative", "absolute", "noise_k", "step_floor"}
 _TOP_KEYS = {*_NUMBERS, *_STRING_LISTS, "overrides"}
 
 
@@ -145,8 +175,9 @@ def load_config(path: str | Path | None = None) -> RegressConfig:
     where = f"{file} [regress]"
     _check_keys(file, "[regress]", section, _TOP_KEYS)
     base = RegressConfig()
-    values: dict[str, Any] = {k: _number(where, k, section[k]) for k in ("relative", "noise_k", "p_threshold")
+    values: dict[str, Any] = {k: _number(where, k, section[k]) for k in ("relative", "noise_k", "step_floor", "p_threshold")
                               if k in section}
+    values.update({k: int(_number(where, k, section[k])) for k in _WHOLE_NUMBERS if k in section})
     if "absolute" in section:
         values["absolute"] = {**base.absolute, **_per_unit(where, section["absolute"])}
     values.update({k: _strings(where, k, section[k]) for k in _STRING_LISTS if k in section})

@@ -1,15 +1,18 @@
 """Regressions in the history of each benchmark series, found the way `asv publish` finds them.
 
 asv's Potts-model step detection (`detect_steps`, which fits with
-`solve_potts_approx`) segments each series ordered by commit date, and
-`detect_regressions` picks the upward steps that explain why the latest value
-is worse than the best. flybench then keeps a step only if it clears three
-bars: the relative and absolute thresholds, and `noise_k` times the series'
-own noise (the robust spread of its residuals around the fitted steps; for
-series of one value per run, without samples, at least their robust
-run-to-run spread; and never less than half a unit of the last digit the
-values were written with), so a noisy benchmark needs a bigger step than a
-quiet one. Deterministic metrics
+`solve_potts_approx`) segments each series ordered by commit date, over its
+newest `window` runs, and `detect_regressions` picks the upward steps that
+explain why the latest value is worse than the best. flybench then keeps a
+step only if it clears three bars: the step floor, the absolute threshold,
+and `noise_k` times the series' own noise (the robust spread of its
+residuals around the fitted steps; for series of one value per run, without
+samples, at least their robust run-to-run spread over the whole history;
+and never less than half a unit of the last digit the values were written
+with), so a noisy benchmark needs a bigger step than a quiet one; and only
+once PERSIST runs show the new level. The steps of one machine are then read
+together (`flybench.regress.episodes`): a lone series' step is dropped, and
+one that moved with the environment is marked so. Deterministic metrics
 (register counts, LDS bytes) skip all of this: every change is reported.
 An infinite or NaN value counts as not measured: asv's step detection never
 returns on an infinite one.
@@ -21,6 +24,7 @@ import functools
 import json
 import math
 import statistics
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -32,6 +36,7 @@ from asv import step_detect
 from asv._stats import get_weight  # the data-point weight asv publish gives step detection
 
 from flybench.benchmark_names import series_name
+from flybench.regress import episodes
 from flybench.regress.accepted import Acceptance, accepted_through
 from flybench.regress.config import RegressConfig, Thresholds, load_config
 from flybench.store import queries
@@ -41,6 +46,8 @@ MAD_TO_SIGMA = 1.4826
 """Scales a median absolute deviation to a standard deviation for normal noise."""
 MAX_DECIMALS = 6
 """Values with more decimals than this count as unrounded (resolution 0)."""
+PERSIST = 2
+"""Measured points a statistical step needs at its new level before it is reported."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,7 @@ class Regression:
     params: dict[str, Any]
     unit: str | None
     step: Step
-    kind: str  # "step" (statistical) or "change" (deterministic metric)
+    kind: str  # "step" (statistical), "environment" (a step that moved with the machine) or "change" (deterministic)
     runs: str = ""  # where the first bad commit was measured: "main", "pr", another branch, or "" unknown
 
     @property
@@ -93,16 +100,29 @@ class Regression:
         return series_name(self.benchmark, list(self.params.values()))
 
     @property
+    def regressed(self) -> bool:
+        """A worse step or change that counts as a regression: not one the environment made."""
+        return self.step.worse and self.kind != episodes.ENVIRONMENT
+
+    @property
     def context(self) -> str:
         """"main", "pr" or "branch": imported runs say which; flybench's own name their branch (main, or none)."""
         return self.runs if self.runs in ("pr", "branch") else "main" if self.runs in ("main", "") else "branch"
 
 
-def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
-    """The steps of one series, oldest first: worse steps only, or every change if deterministic."""
+def detect(points: Sequence[Point], thresholds: Thresholds, window: int = 0) -> list[Step]:
+    """The steps of one series, oldest first: worse steps only, or every change if deterministic.
+
+    With a `window`, the fit reads only the newest `window` measured points:
+    over a long history asv's fit merges a small step into one segment, while
+    the alert a step opens (`flybench.regress.alerts`) keeps it once found.
+    A statistical step needs PERSIST measured points at its new level: one
+    point is what a runner's per-job mode looks like.
+    """
     if thresholds.deterministic:
         return _changes(points, thresholds)
-    points = _finite(points)
+    history = _finite(points)
+    points = _newest(history, window)
     bad = [_badness(p.value, thresholds) for p in points]
     if sum(b is not None for b in bad) < 2:
         return []
@@ -111,24 +131,33 @@ def detect(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
         return []
     # detect_regressions looks for rises; for bigger-is-better metrics `bad` is 1/value,
     # where a relative drop r of the value is a relative rise r / (1 - r).
-    rise = thresholds.relative / (1 - thresholds.relative) if thresholds.bigger_is_better else thresholds.relative
+    floor = thresholds.step_floor
+    rise = floor / (1 - floor) if thresholds.bigger_is_better else floor
     _, _, jumps = step_detect.detect_regressions(segments, threshold=min(rise, 1e9))
-    noise = _series_noise(points, bad, segments, thresholds)
+    noise = _series_noise(history, points, bad, segments, thresholds)
     steps = []
     for last_good, first_bad, _, _ in jumps or []:
         left = next(s for s in segments if s[1] - 1 == last_good)
         right = next(s for s in segments if s[0] == first_bad)
         rise_bad = right[2] - left[2]
-        if rise_bad < thresholds.noise_k * noise:
+        if rise_bad < thresholds.noise_k * noise or sum(b is not None for b in bad[first_bad:]) < PERSIST:
             continue
         step = Step(
             points[last_good].commit, points[first_bad].commit,
             _value(left[2], thresholds), _value(right[2], thresholds), _value_noise(noise, left[2], thresholds),
             _confidence(rise_bad, noise, _count(bad, left), _count(bad, right)), worse=True,
         )
-        if abs(step.relative) >= thresholds.relative and abs(step.absolute) >= thresholds.absolute:
+        if abs(step.relative) >= floor and abs(step.absolute) >= thresholds.absolute:
             steps.append(step)
     return steps
+
+
+def _newest(points: list[Point], window: int) -> list[Point]:
+    """The points from the `window`-th newest measured one on (all of them when window is 0)."""
+    measured = [i for i, p in enumerate(points) if p.value is not None]
+    if not window or len(measured) <= window:
+        return points
+    return points[measured[-window]:]
 
 
 def series_noise(points: Sequence[Point], thresholds: Thresholds) -> float:
@@ -151,7 +180,7 @@ def _series_noise_of(points: tuple[Point, ...], thresholds: Thresholds) -> float
     if len(measured) < 2:
         return 0.0
     segments = step_detect.detect_steps(bad, [p.weight for p in points])
-    noise = _series_noise(points, bad, segments, thresholds)
+    noise = _series_noise(points, points, bad, segments, thresholds)
     return _value_noise(noise, _badness(statistics.median(measured), thresholds) or 1.0, thresholds)
 
 
@@ -171,6 +200,7 @@ def find_regressions(
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
     found: list[Regression] = []
+    series_per_kernel: Counter[episodes.KernelKey] = Counter()
     for (subj, mach, env, name, params), rows in _series(
             queries.history(db_path, machine=machine, subject=subject),
             ["subject", "machine", "env_name", "benchmark", "params"], "benchmark", benchmark):
@@ -182,8 +212,10 @@ def find_regressions(
         commits = [p.commit for p in points]
         through = accepted_through(accepted or [], subj, mach, name, decoded, commits)
         runs = {r["commit_hash"]: r.get("run_context") or r.get("branch") or "" for r in rows}
+        series_per_kernel[episodes.kernel_key(subj, mach, env, name, decoded)] += 1
         found += [Regression(subj, mach, env, name, decoded, unit, s, kind, runs[s.first_bad])
-                  for s in detect(points, thresholds) if commits.index(s.first_bad) > through]
+                  for s in detect(points, thresholds, cfg.window) if commits.index(s.first_bad) > through]
+    found = episodes.read_together(found, series_per_kernel, cfg)
     for (subj, mach, kernel, arch, metric), rows in _series(
             queries.compile_history(db_path, machine=machine, subject=subject),
             ["subject", "machine", "kernel", "arch", "metric"], "kernel", benchmark):
@@ -192,7 +224,7 @@ def find_regressions(
         points = [Point(r["commit_hash"], r["value"]) for r in rows]
         found += [Regression(subj, mach, "", kernel, {"arch": arch, "metric": metric}, unit, s, "change")
                   for s in _changes(points, thresholds)]
-    return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative)))
+    return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative)))
 
 
 def _series(frame: pd.DataFrame, key: list[str], name: str,
@@ -257,12 +289,13 @@ def _value_noise(noise: float, level: float, thresholds: Thresholds) -> float:
     return noise / level**2 if thresholds.bigger_is_better else noise
 
 
-def _series_noise(points: Sequence[Point], bad: list[float | None], segments: list[tuple],
+def _series_noise(history: Sequence[Point], points: Sequence[Point], bad: list[float | None], segments: list[tuple],
                   thresholds: Thresholds) -> float:
-    """The noise a step must beat, in the detector's space (see series_noise)."""
-    noise = max(_noise(bad, segments), _rounding_noise([p.value for p in points], thresholds))
-    if all(p.weight is None for p in points):
-        noise = max(noise, _jitter(bad))
+    """The noise a step must beat, in the detector's space (see series_noise): the residuals of the fitted
+    `points`; the rounding and, without weights, the run-to-run spread of the whole `history`."""
+    noise = max(_noise(bad, segments), _rounding_noise([p.value for p in history], thresholds))
+    if all(p.weight is None for p in history):
+        noise = max(noise, _jitter([_badness(p.value, thresholds) for p in history]))
     return noise
 
 

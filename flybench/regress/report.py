@@ -38,6 +38,7 @@ from flybench import benchmark_names
 from flybench.console import print_rich
 from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
+from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.history import Regression
 
 EXIT_OK, EXIT_REGRESSION = 0, 1  # and 2 for bad input: flybench.cli.main maps FlybenchError to it
@@ -91,7 +92,7 @@ def exit_code(outcome: Outcome) -> int:
     """1 when the outcome holds a regression (or a case that broke), else 0."""
     if isinstance(outcome, Comparison):
         return EXIT_REGRESSION if outcome.failing else EXIT_OK
-    return EXIT_REGRESSION if any(r.step.worse for r in outcome) else EXIT_OK
+    return EXIT_REGRESSION if any(r.regressed for r in outcome) else EXIT_OK
 
 
 URL_SAFE = ":/?#[]@!$&'*+,;=%~"
@@ -335,10 +336,13 @@ def not_measured(c: Comparison) -> list[tuple[tuple[str, str], int]]:
 
 def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: str | None,
                     dashboard: str | None) -> str:
-    worse = [r for r in regressions if r.step.worse]
+    worse = [r for r in regressions if r.regressed]
+    environment = sum(r.kind == ENVIRONMENT for r in regressions)
     title = f"### flybench: {_plural(len(worse), 'regression')} in the history"
-    if len(regressions) > len(worse):
-        title += f", {_plural(len(regressions) - len(worse), 'other resource change')}"
+    if environment:
+        title += f", {_plural(environment, 'step')} the environment made"
+    if len(regressions) > len(worse) + environment:
+        title += f", {_plural(len(regressions) - len(worse) - environment, 'other resource change')}"
     header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence", "measured on", "to act"]
     rows = [[*_regression_cells(r), r.runs or "-", _next_steps(r, dashboard)] for r in regressions]
@@ -514,10 +518,11 @@ def _comparison_rich(c: Comparison) -> Group:
 
 def _regressions_rich(regressions: Sequence[Regression]) -> Group:
     table = _table("machine", "benchmark", "parameters", "commits", "before", "after", "change", "confidence",
-                   title=f"{_plural(sum(r.step.worse for r in regressions), 'regression')} in the history")
+                   title=f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history")
     for r in regressions:
         cells = _regression_cells(r)
-        table.add_row(cells[0], r.benchmark, *cells[2:6], Text(cells[6], style="red" if r.step.worse else "green"),
+        table.add_row(cells[0], r.benchmark, *cells[2:6], Text(cells[6], style="red" if r.regressed else
+                                                                "yellow" if r.step.worse else "green"),
                       cells[7])
     return Group(table)
 
@@ -576,6 +581,8 @@ def counter_context(case: CaseResult) -> list[str]:
 def _regression_cells(r: Regression) -> list[str]:
     s = r.step
     confidence = "exact" if r.kind == "change" else f"{100 * s.confidence:.0f}% (noise {value_text(s.noise, r.unit)})"
+    if r.kind == ENVIRONMENT:
+        confidence = f"environment: other workloads or controls moved at this commit too; {confidence}"
     return [r.machine, f"`{r.benchmark}`", _params(r.params), f"{s.last_good[:8]}..{s.first_bad[:8]}",
             value_text(s.before, r.unit), value_text(s.after, r.unit), change_text(s.before, s.after, r.unit),
             confidence]

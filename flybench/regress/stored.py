@@ -45,9 +45,10 @@ from flybench.regress.config import RegressConfig, load_config
 from flybench.regress.history import Point, Regression, Step, find_regressions, series_noise
 from flybench.store.db import DEFAULT_DB, connect
 
-DETECTOR = "1"
+DETECTOR = "2"
 """Bump when step detection changes what it finds: every stored scan is then recomputed."""
-THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides")
+THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides",
+                    "step_floor", "window", "corroborate", "environment_workloads", "control_providers")
 """The RegressConfig fields step detection reads (p_threshold and contract_ignore are base-vs-head only)."""
 
 Scope = tuple[str, str]
@@ -173,7 +174,7 @@ def regressions(
     found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
              and not _accepted(r, accepted or [], orders)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
-    return sorted(found, key=lambda r: (not r.step.worse, -abs(r.step.relative), not r.env_name))
+    return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative), not r.env_name))
 
 
 def history_noise(db_path: str | Path, machine: str, subject: str | None = None,
