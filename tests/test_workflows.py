@@ -323,3 +323,79 @@ def test_the_nightly_keeps_its_store_so_alerts_outlive_the_runner():
     assert restore["with"]["path"] == save["with"]["path"] == "results/flybench.duckdb"
     assert restore["with"]["restore-keys"] == "flybench-store-${{ matrix.arch }}-" and \
         save["with"]["key"].startswith(restore["with"]["restore-keys"])
+
+
+def _step_script(name: str, arch: str) -> str:
+    steps = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())["jobs"]["gpu"]["steps"]
+    script = only([s for s in steps if s.get("name") == name])["run"]
+    return script.replace("${{ matrix.arch }}", arch).replace("${{ runner.name }}", "runner-1")
+
+
+def _git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("git") is None, reason="needs bash and git")
+def test_the_nightly_pairs_last_nights_flydsl_commit_with_tonights(tmp_path: Path) -> None:
+    """The same-job check reads last night's FlyDSL commit from this architecture's published results commit and
+    gates it against tonight's with the nightly config; with no earlier night, or FlyDSL unmoved, it measures
+    nothing."""
+    flydsl = tmp_path / "FlyDSL"
+    flydsl.mkdir()
+    _git(flydsl, "init", "-q")
+    _git(flydsl, "commit", "-q", "--allow-empty", "-m", "last night")
+    last = _git(flydsl, "rev-parse", "HEAD")
+    _git(flydsl, "commit", "-q", "--allow-empty", "-m", "tonight")
+    tonight = _git(flydsl, "rev-parse", "HEAD")
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"nightly results: FlyDSL {last[:7]} on gfx950")
+    _git(tmp_path, "commit", "-q", "--allow-empty", "-m", "nightly results: FlyDSL 0000000 on gfx942")
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    calls = tmp_path / "calls"
+    (venv / "flybench").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
+    (venv / "flybench").chmod(0o755)
+    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    output = tmp_path / "github_output"
+    env = {**os.environ, "GITHUB_OUTPUT": str(output)}
+
+    def run(arch: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["bash", "-e", "-c", _step_script("Same-job check against last night's FlyDSL commit",
+                                                                  arch)], cwd=tmp_path, env=env, text=True,
+                              capture_output=True)
+
+    assert run("gfx950").returncode == 0
+    argv = calls.read_text().split()
+    assert argv[:3] == ["gate", last[:7], tonight] and "--no-compile" in argv
+    assert argv[argv.index("--config") + 1] == ".github/flybench-nightly.toml"
+    assert argv[argv.index("--flydsl-repo") + 1] == "FlyDSL"
+    assert output.read_text() == "status=1\n"  # the gate's verdict reaches the alert step
+    calls.unlink()
+    assert run("gfx90a").returncode == 0 and not calls.exists()  # no earlier night on this architecture
+    _git(flydsl, "reset", "-q", "--hard", last)
+    result = run("gfx950")
+    assert result.returncode == 0 and not calls.exists() and "nothing to pair" in result.stdout
+    assert load_config(ROOT / ".github/flybench-nightly.toml").is_control("xla")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+@pytest.mark.parametrize(("history", "paired", "status"), [("0", "1", "1"), ("0", "0", "0"), ("1", "0", "1"),
+                                                            ("0", "", "0"), ("2", "1", "2")])
+def test_the_same_job_verdict_goes_into_the_nightly_alert(tmp_path: Path, history: str, paired: str,
+                                                          status: str) -> None:
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "flybench").write_text(f'#!/bin/sh\necho "history report" > alert.md\nexit {history}\n')
+    (venv / "flybench").chmod(0o755)
+    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    if paired:
+        (tmp_path / "paired.md").write_text("### flybench gate: same-job verdict\n")
+    script = _step_script("Regressions", "gfx950").replace("${{ steps.paired.outputs.status }}", paired) \
+        .replace("${{ vars.FLYBENCH_DASHBOARD_URL }}", "")
+    output = tmp_path / "github_output"
+    result = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, text=True, capture_output=True,
+                            env={**os.environ, "GITHUB_OUTPUT": str(output)})
+    assert result.returncode == 0 and output.read_text() == f"status={status}\n"
+    alert = (tmp_path / "alert.md").read_text()
+    assert alert.startswith("history report") and ("same-job verdict" in alert) == bool(paired)

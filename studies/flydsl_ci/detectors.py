@@ -20,6 +20,8 @@ only, so it is installed beside flybench without its dependencies:
 `pip install --no-deps apache-otava==0.8.0`.
 
     python -m studies.flydsl_ci.detectors --db DB --flydsl-repo CLONE --labels docs/data/flydsl-labels/labels.json
+    python -m studies.flydsl_ci.detectors --db DB --flydsl-repo CLONE --labels docs/data/flydsl-labels/labels.json \
+        --shipped-grid
 """
 
 from __future__ import annotations
@@ -100,6 +102,35 @@ def compare(history: History, labels: list[dict]) -> list[dict]:
             for name, make in CANDIDATES.items()]
 
 
+ARCH_OF_RUNNER = {"linux-flydsl-mi325-1": "gfx942", "linux-flydsl-mi355-1": "gfx950"}
+GRID = [(window, noise_k, floor) for window in (6, 8, 10, 12, 15, 0) for noise_k in (1.5, 2.0, 2.5, 3.0)
+        for floor in (0.01, 0.02, 0.03)]
+"""The shipped scan's settings tried: window (0: the whole history), noise_k, step_floor."""
+
+
+def shipped_grid(db: Path, labels: list[dict]) -> list[dict]:
+    """The shipped scan (`find_regressions`: window, noise, floor, steps read together) over GRID, replayed night
+    by night in one process (the study's `Replay`, a proxy of the nightly's own path), scored per architecture.
+    Settings are chosen on gfx942 and gfx950 is held out."""
+    from dataclasses import replace
+
+    from flybench.regress.config import RegressConfig
+    from studies.flydsl_ci.steps import fit_once
+    from studies.flydsl_ci.yardstick import Replay
+
+    replay = Replay(db)
+    rows = []
+    with fit_once():
+        for window, noise_k, floor in GRID:
+            config = replace(RegressConfig(), window=window, noise_k=noise_k, step_floor=floor)
+            flags = [replay.at(f) for f in replay.flags(config)]
+            for arch in sorted(set(ARCH_OF_RUNNER.values())):
+                mine = [f for f in flags if ARCH_OF_RUNNER.get(f.key[0]) == arch]
+                rows.append({"window": window, "noise_k": noise_k, "step_floor": floor, "arch": arch,
+                             **scored([x for x in labels if x["arch"] == arch], mine, replay.position)})
+    return rows
+
+
 def _two(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -109,8 +140,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, required=True, help="a store holding the imported FlyDSL CI month")
     parser.add_argument("--flydsl-repo", type=Path, required=True)
     parser.add_argument("--labels", type=Path, required=True)
+    parser.add_argument("--shipped-grid", action="store_true",
+                        help="score the shipped scan's settings (GRID) per architecture instead of the candidates")
     args = parser.parse_args(argv)
-    rows = compare(load(args.db, args.flydsl_repo), json.loads(args.labels.read_text())["labels"])
+    labels = json.loads(args.labels.read_text())["labels"]
+    if args.shipped_grid:
+        print("| window | noise_k | step_floor | architecture | flags | worse code labels found | precision | recall "
+              "| flags on environment labels |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        for r in shipped_grid(args.db, labels):
+            print(f"| {r['window']} | {r['noise_k']} | {r['step_floor']} | {r['arch']} | {r['flags']} | {r['hits']} of "
+                  f"{r['labels']} | {_two(r['precision'])} | {_two(r['recall'])} | {r['flags_on_environment_labels']} |")
+        return 0
+    rows = compare(load(args.db, args.flydsl_repo), labels)
     print("| detector | flags | worse code labels found | precision | recall | flags on environment labels |")
     print("| --- | --- | --- | --- | --- | --- |")
     for r in rows:

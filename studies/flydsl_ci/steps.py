@@ -59,7 +59,8 @@ class Evidence:
 
 def thresholds(series: Series, relative: float, noise_k: float, direction: str = "worse") -> Thresholds:
     """flybench's thresholds for the series' unit; 'better' reads the metric as smaller-is-better."""
-    base = RegressConfig(relative=relative, noise_k=noise_k).thresholds(series.key[1], "", series.unit)
+    base = RegressConfig(relative=relative, step_floor=relative, noise_k=noise_k).thresholds(series.key[1], "",
+                                                                                         series.unit)
     return base if direction == "worse" else replace(base, bigger_is_better=not base.bigger_is_better)
 
 

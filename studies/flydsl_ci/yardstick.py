@@ -72,7 +72,7 @@ FAMILIES = {
     "small gemm": "gemm.FlydslCI.*(*x2112x7168*",
 }
 """Override globs by workload family (`small gemm`: the 256 and 512 x 2112 x 7168 GEMMs)."""
-OVERRIDE_VALUES = ({"relative": 0.9}, {"relative": 0.10}, {"noise_k": 4.0}, {"relative": 0.03},
+OVERRIDE_VALUES = ({"step_floor": 0.9}, {"step_floor": 0.10}, {"noise_k": 4.0}, {"step_floor": 0.03},
                    {"noise_k": 1.5}, {"absolute": 0.0})
 """What an override sets for one family: off (90%; 100% divides by zero in detect), stricter, or looser."""
 GREEDY_BASES = 6
@@ -331,8 +331,8 @@ def config_of(relative: float, noise_k: float, absolute: float = 0.0,
               overrides: tuple[tuple[str, dict[str, float]], ...] = ()) -> RegressConfig:
     base = RegressConfig()
     extra = {TFLOPS: absolute} if absolute else {}
-    return RegressConfig(relative=relative, noise_k=noise_k, absolute={**base.absolute, **extra},
-                         overrides=overrides)
+    return RegressConfig(relative=relative, step_floor=relative, noise_k=noise_k,
+                         absolute={**base.absolute, **extra}, overrides=overrides)
 
 
 def label_of(config: RegressConfig) -> str:
