@@ -60,3 +60,25 @@ def test_improvements_and_compile_metric_changes_open_no_alert() -> None:
     change = Regression("flydsl", "cpu", "", "flash_attn", {"arch": "gfx950", "metric": "vgpr_count"}, "registers",
                         Step("c2", "c3", 128, 136, 0, 1.0, True), "change")
     assert advance([], [better, change], points(AFTER, BEFORE)) == ([], [])
+
+
+def test_a_return_that_other_workloads_shared_is_the_runners_and_keeps_the_alert_open() -> None:
+    """A runner episode that speeds up everything brings a regressed series back to its old level: not a fix."""
+    alerts, _ = advance([], [step("c3", "c2")], points(BEFORE, BEFORE, BEFORE, AFTER, AFTER))
+    mine = series(BEFORE, BEFORE, BEFORE, AFTER, AFTER, BEFORE, BEFORE)
+
+    def other(workload: str, lifted: bool) -> tuple[tuple, list[Point]]:
+        key = ("flydsl", "mi355", "ci", f"{workload}.Quick.track_time", '{"case": "c"}')
+        late = 0.9e-3 if lifted else 1.0e-3  # faster from c5 on
+        return key, series(1.0e-3, 1.0e-3, 1.0e-3, 1.0e-3, 1.0e-3, late, late)
+
+    lifted = dict([other("moe", True), other("gemm", True)])
+    units = {key: "seconds" for key in lifted} | {series_key(alerts[0].regression): "seconds"}
+    held, events = advance(alerts, [], {series_key(alerts[0].regression): mine, **lifted}, units)
+    assert [a.status for a in held] == [OPEN] and events == []
+    alone = dict([other("moe", True), other("gemm", False)])  # one other workload moved: the fix is the series' own
+    fixed, _ = advance(alerts, [], {series_key(alerts[0].regression): mine, **alone}, units)
+    assert [(a.status, a.closed_by) for a in fixed] == [(RECOVERED, "c5")]
+    in_other_units, _ = advance(alerts, [], {series_key(alerts[0].regression): mine, **lifted},
+                                {key: "TFLOP/s" for key in lifted})
+    assert [a.status for a in in_other_units] == [RECOVERED]

@@ -8,9 +8,11 @@ alert, kept in the store (`alerts`, with every change of state in
 `alert_events`), and an alert closes only when
 
 - its series returns to the level before the step: the newest
-  RECOVERY_POINTS values measured after the first bad commit all lie nearer
-  that level than the level after it (the first of them closes the alert),
-  or
+  RECOVERY_POINTS values measured after the first bad commit (or more) all
+  lie nearer that level than the level after it (the first of them closes
+  the alert), and the return is its own: when series of other workloads on
+  the machine moved the same way at that commit, a runner episode lifted
+  everything, and the regression is still there underneath; or
 - someone accepts the level (`flybench accept`; acceptances apply when
   alerts are read, as they do to steps).
 
@@ -26,9 +28,11 @@ deterministic metric is listed as a change anyway.
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from flybench.benchmark_names import workload_of
 from flybench.regress.config import RegressConfig
 from flybench.regress.history import Point, Regression
 
@@ -70,9 +74,13 @@ def canonical(params: dict | str) -> str:
 
 
 def advance(alerts: Sequence[Alert], found: Sequence[Regression],
-            points: dict[tuple[str, str, str, str, str], list[Point]]) -> tuple[list[Alert], list[Event]]:
+            points: dict[tuple[str, str, str, str, str], list[Point]],
+            units: dict[tuple[str, str, str, str, str], str | None] | None = None,
+            config: RegressConfig | None = None) -> tuple[list[Alert], list[Event]]:
     """One scan's effect on the alerts of the series it covered: `found` (its steps) matched, opened or
-    reopened, then every open alert checked for recovery against `points` (each series, oldest first)."""
+    reopened, then every open alert checked for recovery against `points` (each series, oldest first). A return
+    that series of other workloads in the same unit (`units`) shared is the environment's, not a fix."""
+    cfg = config or RegressConfig()
     alerts = list(alerts)
     events: list[Event] = []
 
@@ -96,25 +104,52 @@ def advance(alerts: Sequence[Alert], found: Sequence[Regression],
             alerts.append(Alert(r, OPEN, newest(key)))
             events.append(Event(alerts[-1], "opened", newest(key)))
     for i, alert in enumerate(alerts):
-        if alert.status == OPEN and (back := recovered_at(alert.regression, points.get(alert.key, []))):
+        back = recovered_at(alert.regression, points.get(alert.key, [])) if alert.status == OPEN else None
+        if back and not shared_return(alert.regression, back, points, units or {}, cfg):
             alerts[i] = replace(alert, status=RECOVERED, closed_by=back)
             events.append(Event(alerts[i], "recovered", newest(alert.key), f"back at the old level at {back}"))
     return alerts, events
 
 
 def recovered_at(r: Regression, series: Sequence[Point]) -> str | None:
-    """The commit from which the series' newest RECOVERY_POINTS measured values after the first bad commit all
-    lie nearer the level before the step than the level after it; None while they do not."""
+    """Where the series came back: the first of its newest measured values after the first bad commit that all
+    lie nearer the level before the step than the level after it, when there are at least RECOVERY_POINTS of
+    them; None while there are not."""
     commits = [p.commit for p in series]
     if r.step.first_bad not in commits:
         return None
     after = [p for p in series[commits.index(r.step.first_bad):] if p.value is not None]
-    tail = after[-RECOVERY_POINTS:]
-    if len(after) <= RECOVERY_POINTS or len(tail) < RECOVERY_POINTS:
-        return None  # the bad level itself must have been seen before the series can return from it
-    if all(abs(p.value - r.step.before) < abs(p.value - r.step.after) for p in tail):
-        return tail[0].commit
-    return None
+    back = 0
+    while back < len(after) and _nearer_old(r, after[-1 - back]):
+        back += 1
+    if back < RECOVERY_POINTS or len(after) <= RECOVERY_POINTS:
+        return None  # the bad level must have had its runs before the series can return from it
+    return after[-back].commit
+
+
+def _nearer_old(r: Regression, point: Point) -> bool:
+    return abs(point.value - r.step.before) < abs(point.value - r.step.after)
+
+
+def shared_return(r: Regression, back: str, points: dict[tuple[str, str, str, str, str], list[Point]],
+                  units: dict[tuple[str, str, str, str, str], str | None], cfg: RegressConfig) -> bool:
+    """Whether series of at least `environment_workloads - 1` other workloads, in the alert's unit on its machine
+    and environment, moved the way the alert's series came back, by `step_floor` or more, at `back`: a runner
+    episode that lifted everything (the median of up to RECOVERY_POINTS values on each side)."""
+    toward = 1 if r.step.before > r.step.after else -1
+    moved = set()
+    for key, series in points.items():
+        if key[:3] != series_key(r)[:3] or units.get(key) != r.unit or workload_of(key[3]) == workload_of(r.benchmark):
+            continue
+        measured = [p for p in series if p.value is not None]
+        at = next((i for i, p in enumerate(measured) if p.commit == back), None)
+        if not at:
+            continue
+        old = statistics.median(p.value for p in measured[max(0, at - RECOVERY_POINTS):at])
+        new = statistics.median(p.value for p in measured[at:at + RECOVERY_POINTS])
+        if old and toward * (new - old) / abs(old) >= cfg.step_floor:
+            moved.add(workload_of(key[3]))
+    return len(moved) >= cfg.environment_workloads - 1
 
 
 def becomes_alert(r: Regression) -> bool:

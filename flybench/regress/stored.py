@@ -103,7 +103,8 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
     noises = pd.DataFrame([row for scope in stale for row in _noise_rows(scope, series[scope], units.get(scope, []),
                                                                           cfg)], columns=list(_NOISE_COLUMNS))
     states = {scope: alerts.advance(before.get(scope, []), found[scope], {
-        (*scope, env, name, alerts.canonical(params)): points for (env, name, params), points in series[scope].items()})
+        (*scope, env, name, alerts.canonical(params)): points for (env, name, params), points in series[scope].items()},
+        {(*scope, env, name, alerts.canonical(params)): unit for env, name, params, unit in units.get(scope, [])}, cfg)
         for scope in stale}
     gone = [scope for scope in scans if scope not in current]
     if not stale and not gone:
