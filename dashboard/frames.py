@@ -237,7 +237,7 @@ def speedup_pairs(latest: pd.DataFrame) -> pd.DataFrame:
     """
     rows = newest_per_case(latest[latest["status"].isin(["ok", "failed"])])
     key = CASE_KEY + ["label"] + (["section"] if "section" in rows else [])
-    cols = key + ["provider", "value", "status", "why", "roofline_fraction", "commit_hash", "provenance"]
+    cols = key + ["provider", "value", "status", "why", "commit_hash", "provenance"]
     pairs = rows[cols].merge(rows[cols], on=key, suffixes=("", "_base"))
     pairs = pairs[pairs["provider"] != pairs["provider_base"]].rename(columns={"provider_base": "baseline"})
     ok = (pairs["status"] == "ok") & (pairs["status_base"] == "ok") & (pairs["value"] > 0)
@@ -325,26 +325,55 @@ def intensity_points(latest: pd.DataFrame) -> pd.DataFrame:
     return rows.reset_index(drop=True)
 
 
+RATE_CLASSES = {"fp16": "16-bit", "bf16": "16-bit", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+"""dtypes that share a matrix peak on these GPUs (fp16 and bf16 run at one rate; fp8 at twice it)."""
+
+
+def rate_class(dtype: object) -> str:
+    return RATE_CLASSES.get(str(dtype).lower(), str(dtype).lower())
+
+
+def roof_fractions(cases: pd.DataFrame, latest: pd.DataFrame) -> pd.DataFrame:
+    """`cases` with `intensity`, `of_roof` and `roof_basis` where both TFLOP/s and GB/s were measured: each
+    fraction is of the roof the Roofline page draws for the case's machine and dtype (`ceilings` from `latest`,
+    `against_roofs`), so every page gives one figure for one case."""
+    out = cases.copy()
+    measured = (out["tflops"] > 0) & (out["gbps"] > 0) if len(out) else pd.Series(dtype=bool)
+    out["intensity"] = np.where(measured, 1000 * out["tflops"] / out["gbps"].where(measured, 1), np.nan) \
+        if len(out) else pd.Series(dtype=float)
+    out["of_roof"], out["roof_basis"] = np.nan, ""
+    placed = out[measured]
+    if placed.empty:
+        return out
+    roofs = pd.concat([ceilings(latest, m).assign(machine=m) for m in sorted(placed["machine"].unique())],
+                      ignore_index=True)
+    judged = against_roofs(placed, roofs)
+    out.loc[judged.index, "of_roof"] = judged["of_roof"]
+    out.loc[judged.index, "roof_basis"] = judged["roof_basis"]
+    return out
+
+
 def against_roofs(points: pd.DataFrame, roofs: pd.DataFrame) -> pd.DataFrame:
     """Each point's fraction of the roof drawn above it, on the chart's own basis.
 
-    The attainable rate is min(the dtype's matrix roof, else the highest one;
+    The attainable rate is min(the matrix roof of the dtype's rate class;
     copy bandwidth x intensity) from `roofs` (machine, ceiling, dtype, tflops,
     gbps, basis), so the hover and the dashed line agree; the stored
     `roofline_fraction` may be of another basis (the vendor's figures).
-    `roof_basis` names the two roofs used.
+    `roof_basis` names the two roofs used. A dtype with no roof of its rate
+    class gets none: an fp16 case held against the fp8 roof reads at a third
+    of what it reaches.
     """
     out = points.copy()
     fractions, bases = [], []
     for r in out.itertuples():
         mine = roofs[roofs["machine"] == r.machine]
         matrix = mine[mine["tflops"].notna()]
-        same = matrix[matrix["dtype"] == r.dtype]
-        compute = (same if not same.empty else matrix).sort_values("tflops").tail(1)
+        compute = matrix[matrix["dtype"].map(rate_class) == rate_class(r.dtype)].sort_values("tflops").tail(1)
         copy = mine[mine["gbps"].notna()].sort_values("gbps").tail(1)
         if compute.empty or copy.empty:
             fractions.append(np.nan)
-            bases.append("no roof for this machine")
+            bases.append("no roof for this machine" if copy.empty else f"no {r.dtype} matrix roof for this machine")
             continue
         attainable = min(float(compute["tflops"].iloc[0]), float(copy["gbps"].iloc[0]) * r.intensity / 1000)
         fractions.append(r.tflops / attainable)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -60,3 +61,18 @@ def test_no_view_prints_a_string_meant_for_developers() -> None:
         body = ast.parse(script.read_text()).body[1:]  # the module docstring is not printed
         printed = [node.lineno for node in body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)]
         assert not printed, f"{script.name}: bare strings on lines {printed} would show on the page"
+
+
+def test_each_dtype_is_held_against_its_own_roof_never_the_fp8_one() -> None:
+    """fp16 and bf16 share the 16-bit matrix rate; an fp16 case read against the fp8 roof showed half its
+    fraction. A dtype with no roof of its class gets no fraction rather than another class's."""
+    roofs = pd.DataFrame([
+        {"machine": "m", "ceiling": "bf16 matrix", "dtype": "bf16", "tflops": 989.0, "gbps": np.nan, "basis": "vendor"},
+        {"machine": "m", "ceiling": "fp8 matrix", "dtype": "fp8", "tflops": 1979.0, "gbps": np.nan, "basis": "vendor"},
+        {"machine": "m", "ceiling": "memory copy", "dtype": "", "tflops": np.nan, "gbps": 4800.0, "basis": "vendor"}])
+    points = pd.DataFrame({"machine": ["m", "m", "m"], "dtype": ["fp16", "fp8", "fp32"],
+                           "tflops": [700.0, 700.0, 50.0], "intensity": [70_000.0, 70_000.0, 70_000.0]})
+    judged = frames.against_roofs(points, roofs)
+    assert list(judged["of_roof"][:2]) == pytest.approx([700 / 989, 700 / 1979])
+    assert judged["roof_basis"][0].startswith("bf16 matrix (vendor)")
+    assert np.isnan(judged["of_roof"][2]) and judged["roof_basis"][2] == "no fp32 matrix roof for this machine"

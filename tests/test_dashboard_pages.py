@@ -122,9 +122,10 @@ def test_overview_without_flydsl_says_so_and_uses_a_reference(db: DashboardDB) -
     assert at.selectbox(key="reference").value in {"cublas", "flex", "torch"}
     latest = frame(at, "tflops").set_index(["label"])
     gemm = latest.loc["gemm · 8192x8192x8192 · bf16"]
-    assert gemm["provider"] == "cublas" and gemm["roofline_fraction"] > 0.5
+    assert gemm["provider"] == "cublas" and gemm["of_roof"] > 0.5
+    assert "bf16 matrix (measured: gemm" in gemm["roof_basis"]  # the Roofline page's roofs, not a second basis
     assert gemm["shown"] == f"{newest_h200_median('gemm', '8192x8192x8192', 'cublas', 'bf16') * 1e3:.2f}ms"
-    assert any("computed against: vendor" in c for c in texts(at, "caption"))
+    assert any("the roof the Roofline page draws" in c for c in texts(at, "caption"))
 
 
 def test_filters_live_in_the_url(db: DashboardDB) -> None:

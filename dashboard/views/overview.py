@@ -24,17 +24,14 @@ from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress import load_config
 
 SPEEDUP_COLUMNS = ["section", "arch", "machine", "label", "provider", "provider_label", "baseline", "baseline_label",
-                   "speedup", "shown", "why", "value", "value_base", "roofline_fraction",
-                   "roofline_fraction_base", "commit_hash", "provenance"]
+                   "speedup", "shown", "why", "value", "value_base", "commit_hash", "provenance"]
 LATEST_COLUMNS = ["section", "arch", "machine", "label", "provider", "provider_label", "status", "shown",
-                  "roofline_fraction", "tflops", "gbps", "why", "commit_hash", "commit_date", "provenance"]
+                  "of_roof", "roof_basis", "tflops", "gbps", "why", "commit_hash", "commit_date", "provenance"]
 SPEEDUP_SCALE = alt.Scale(type="log", scheme="redblue", domainMid=1, domain=[0.1, 10], clamp=True)
 SPEEDUP_TOOLTIP = ["section:N", "label:N", alt.Tooltip("provider_label:N", title="provider"),
                    alt.Tooltip("provider:N", title="provider id"), alt.Tooltip("baseline_label:N", title="against"),
                    alt.Tooltip("baseline:N", title="baseline id"), alt.Tooltip("speedup:Q", format=".3f"),
-                   alt.Tooltip("why:N", title="failed because"),
-                   alt.Tooltip("roofline_fraction:Q", format=".1%", title="provider's roofline"),
-                   alt.Tooltip("roofline_fraction_base:Q", format=".1%", title="baseline's roofline"), "provenance:N"]
+                   alt.Tooltip("why:N", title="failed because"), "provenance:N"]
 SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}  # how a section names an importer's `source`
 RATIO = ("gfx950", "gfx942")  # an imported case's architectures: head / base, above 1 = head faster
 HISTORY = st.column_config.LinkColumn("history", display_text="open")
@@ -116,25 +113,25 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
 
 def latest_results(latest: pd.DataFrame) -> None:
     """Every provider's newest time per case, coloured by its fraction of the roofline."""
-    measured = frames.newest_per_case(latest[latest["status"] != "unavailable"])
+    measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), latest)
     measured["provider_label"] = measured["provider"].map(provider_label)
     unavailable = int((latest["status"] == "unavailable").sum())
     st.header("Latest results and fraction of the roofline reached", divider="gray")
-    bases = frames.roofline_basis(measured)
-    st.caption("Cell: median time. Colour: fraction of the roofline"
-               + (f" (computed against: {', '.join(bases)})" if bases else " (not recorded for these runs)")
+    st.caption("Cell: median time. Colour: fraction of the roof the Roofline page draws for the case's machine "
+               "and dtype (measured ceilings where the machine has them, else the vendor's; the hover names them)"
                + (f". Not shown: {unavailable} cases whose provider cannot run on their machine." if unavailable
                   else "."))
     if measured.empty:
         return
-    figure = charts.heatmap(measured[LATEST_COLUMNS], "provider_label", "label", "roofline_fraction", "of roofline",
-                            alt.Scale(scheme="blues", domain=[0, 1]), "datum.roofline_fraction > 0.6",
+    figure = charts.heatmap(measured[LATEST_COLUMNS], "provider_label", "label", "of_roof", "of roofline",
+                            alt.Scale(scheme="blues", domain=[0, 1]), "datum.of_roof > 0.6",
                             ["section:N", "label:N", alt.Tooltip("provider_label:N", title="provider"),
                              alt.Tooltip("provider:N", title="provider id"), alt.Tooltip("shown:N", title="time"),
                              "status:N",
                              alt.Tooltip("why:N", title="failed because"),
-                             alt.Tooltip("roofline_fraction:Q", format=".1%", title="of roofline"),
-                             alt.Tooltip("tflops:Q", format=".4g", title="TFLOP/s"),
+                             alt.Tooltip("of_roof:Q", format=".1%", title="of roofline"),
+                             alt.Tooltip("roof_basis:N", title="roofs"),
+                             alt.Tooltip("tflops:Q", format=",.4~g", title="TFLOP/s"),
                              alt.Tooltip("gbps:Q", format=".4g", title="GB/s"),
                              alt.Tooltip("commit_hash:N", title="commit"), "provenance:N"])
     ui.chart(figure, measured, "latest", LATEST_COLUMNS, stretch=False)
