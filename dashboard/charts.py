@@ -9,6 +9,8 @@ dashed line.
 
 from __future__ import annotations
 
+import json
+
 import altair as alt
 import numpy as np
 import pandas as pd
@@ -69,26 +71,46 @@ def date_scale(dates: pd.Series) -> alt.Scale:
     return alt.Scale(padding=14)
 
 
+def commit_axis(ticks: dict[int, str]) -> alt.X:
+    """The x axis of a history: commits in order, one step each as asv draws them, labelled with the dates of
+    `ticks` (position -> text)."""
+    names = json.dumps({str(k): v for k, v in ticks.items()})
+    top = max(ticks) if ticks else 0
+    return alt.X("order:Q", title="commits in order (labels: commit date)",
+                 scale=alt.Scale(domain=[-0.5, top + 0.5], nice=False),
+                 axis=alt.Axis(values=sorted(ticks), labelExpr=f"{names}[''+datum.value] || ''", labelAngle=0,
+                               grid=False))
+
+
 def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
-            log: bool = False) -> alt.FacetChart:
+            log: bool = False, ticks: dict[int, str] | None = None,
+            gaps: pd.DataFrame | None = None) -> alt.FacetChart:
     """One case across commits, a small multiple per machine (`panel`), a line per provider (`series`).
 
-    Each line has its 99% CI band, its alert threshold (`bands`: the band a
-    value must leave to count as a change) and its detected steps (`steps`:
-    red dashed rules labelled with the first bad commit's message). A failed
-    commit is a red cross on the panel's bottom edge, with the reason in its
-    hover. Every layer travels in one table (`layer` says which) so that one
-    faceted chart serves any number of machines.
+    The x axis is the commits in order (`order`; `ticks` label some with their
+    dates), as asv draws a history: a busy week keeps its width and a quiet
+    fortnight takes one step, marked by a grey rule with the days it held
+    (`gaps`). Each line has its 99% CI band, its alert threshold (`bands`: the
+    band a value must leave to count as a change, from `start` to `end`) and
+    its detected steps (`steps`: red dashed rules at `first_bad_order`,
+    labelled with the first bad commit's message). A failed commit is a red
+    cross on the panel's bottom edge, with the reason in its hover. Every
+    layer travels in one table (`layer` says which) so that one faceted chart
+    serves any number of machines.
     """
-    rows = rows[[c for c in HISTORY_FIELDS if c in rows]]  # only what is drawn travels to the browser
+    gaps = gaps if gaps is not None else pd.DataFrame(columns=["order", "days"])
+    rows = rows[[c for c in [*HISTORY_FIELDS, "order"] if c in rows]]  # only what is drawn travels to the browser
+    panels = rows["panel"].drop_duplicates()
+    gap_rows = gaps.merge(panels.to_frame(), how="cross") if len(gaps) else gaps.assign(panel=[])
     data = pd.concat([rows.assign(layer=rows["status"].where(rows["status"] == "failed", "point")),
-                      bands.assign(layer="band"), steps.assign(layer="step")], ignore_index=True)
-    x = alt.X("commit_date:T", title="commit date", scale=date_scale(rows["commit_date"]), axis=alt.Axis(labelAngle=0))
+                      bands.assign(layer="band"), steps.assign(layer="step"), gap_rows.assign(layer="gap")],
+                     ignore_index=True)
+    x = commit_axis(ticks or {})
     color = alt.Color("series:N", title="provider", scale=CATEGORIES,
                       legend=alt.Legend(orient="right", labelLimit=320, symbolOpacity=1))
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale,
-              axis=alt.Axis(format="~g", tickCount=5))
+              axis=alt.Axis(format=",.4~r", tickCount=5))
     tooltip = [alt.Tooltip("series:N", title="provider"), alt.Tooltip("provider:N", title="provider id"),
                alt.Tooltip("panel:N", title="machine"),
                alt.Tooltip("short:N", title="commit"),
@@ -98,7 +120,11 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
     base = alt.Chart().encode(x=x)
     point = "datum.layer == 'point'"
     layers = [
-        base.mark_rect(opacity=0.08).encode(x="start:T", x2="end:T", y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
+        base.mark_rule(color="#bbbbbb", strokeDash=[2, 2]).encode(
+            x=alt.X("gap_at:Q"), tooltip=[alt.Tooltip("gap:N", title="between these commits")])
+        .transform_calculate(gap_at="datum.order - 0.5", gap="datum.days + ' days without a commit'")
+        .transform_filter("datum.layer == 'gap'"),
+        base.mark_rect(opacity=0.08).encode(x="start:Q", x2="end:Q", y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
                                            color=color, tooltip=["series:N", "band:N"])
         .transform_filter("datum.layer == 'band'"),
         base.mark_line().encode(y=y, color=color).transform_filter(point),
@@ -113,10 +139,10 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
                      alt.Tooltip("commit_date:T", title="date"), alt.Tooltip("why:N", title="failed because")])
         .transform_filter("datum.layer == 'failed'"),
         base.mark_rule(color="#d62728", strokeDash=[6, 3], size=2).encode(
-            x="first_bad_date:T", tooltip=[alt.Tooltip("what:N", title="detected step")])
+            x="first_bad_order:Q", tooltip=[alt.Tooltip("what:N", title="detected step")])
         .transform_filter("datum.layer == 'step'"),
         base.mark_text(color="#d62728", align="left", dx=4, y=8, fontSize=11, limit=260).encode(
-            x="first_bad_date:T", text="tag:N").transform_filter("datum.layer == 'step'"),
+            x="first_bad_order:Q", text="tag:N").transform_filter("datum.layer == 'step'"),
     ]
     return alt.layer(*layers, data=data).properties(height=PANEL_HEIGHT, width=PANEL_WIDTH).facet(
         row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",

@@ -452,22 +452,24 @@ def series_labels(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([mark(t, p) for t, p in zip(label, rows["provenance"])], index=rows.index, dtype=object)
 
 
-def threshold_band(rows: pd.DataFrame, config: RegressConfig, factor: float = 1.0) -> pd.DataFrame:
+def threshold_band(rows: pd.DataFrame, config: RegressConfig, factor: float = 1.0, x: str = "order") -> pd.DataFrame:
     """Per drawn series, the band around its newest level that a value must leave to count as a change.
 
     The level is the median of the series' last five ok values; the band's
-    half-width is the larger of the relative and the absolute threshold the
-    alerts use for that series (flybench.toml [regress]); `factor` is the
-    display scale of `y`. Columns: panel, series, lo, hi, start, end, band.
+    half-width is the larger of the step floor and the absolute threshold the
+    history scan uses for that series (flybench.toml [regress]); a step must
+    also beat noise_k times the series' own noise. `factor` is the display
+    scale of `y`; `start` and `end` are the series' first and last `x`
+    (its commit positions). Columns: panel, series, lo, hi, start, end, band.
     """
     found = []
     for (panel, series), one in rows[rows["status"] == "ok"].groupby(["panel", "series"], sort=False):
         limits = config.thresholds(one["benchmark"].iloc[0], params_text(one["params"].iloc[0]), one["unit"].iloc[0])
         level = float(one["y"].tail(5).median())
-        half = max(abs(level) * limits.relative, limits.absolute * factor)
+        half = max(abs(level) * limits.step_floor, limits.absolute * factor)
         found.append({"panel": panel, "series": series, "lo": level - half, "hi": level + half,
-                      "start": one["commit_date"].min(), "end": one["commit_date"].max(),
-                      "band": f"a change must leave ±{limits.relative:.0%} of the newest level"
+                      "start": one[x].min(), "end": one[x].max(),
+                      "band": f"a change must leave ±{limits.step_floor:.0%} of the newest level"
                               + (f" and exceed {fmt(limits.absolute, one['unit'].iloc[0])}" if limits.absolute else "")
                               + f" and {limits.noise_k:g}x the series' noise"})
     return pd.DataFrame(found, columns=["panel", "series", "lo", "hi", "start", "end", "band"])
