@@ -20,6 +20,7 @@ import streamlit as st
 
 from dashboard.frames import FLYBENCH, imported
 from flybench import envvars
+from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 
 _ALTAIR_GLOBALS = threading.Lock()
 MISSING = "—"
@@ -154,6 +155,16 @@ def alert_link(subject: str, machine: str, series: str, runs: str | None = None)
     """The Regressions page showing one series' alert (and the imported-runs rule the link was made under)."""
     query = {"subject": subject, "machine": machine, "series": series, **({"runs": runs} if runs else {})}
     return "regressions?" + urlencode(query)
+
+
+CI_RUNS = {FLYDSL_CI: "https://github.com/ROCm/FlyDSL/actions/runs/"}
+"""Where each importer's CI runs are read (the run id is appended)."""
+
+
+def ci_run_link(source: str, run_id: object) -> str:
+    """An imported row's CI run, where its source has a run page; empty otherwise."""
+    prefix = CI_RUNS.get(source)
+    return f"{prefix}{int(run_id)}" if prefix and str(run_id).isdigit() else ""
 
 
 def resources_link(kernel: str) -> str:

@@ -187,13 +187,24 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     history = open_page(ci_db, "history", **{k: v[0] for k, v in link.items()})
     assert texts(history, "header") == [f"flash_attn · {link['params'][0]} · flydsl"]  # FlyDSL's op name
     spec = json.loads(history.get("vega_lite_chart")[0].proto.spec)
-    assert spec["spec"]["layer"][1]["encoding"]["y"]["title"] == "TFLOP/s"  # FlyDSL CI's "TFLOPS", one spelling
+    (line,) = [layer for layer in spec["spec"]["layer"] if layer["mark"] in ("line", {"type": "line"})]
+    assert line["encoding"]["y"]["title"] == "TFLOP/s"  # FlyDSL CI's "TFLOPS", one spelling
     assert {"gfx942 · linux-flydsl-mi325-1 †", "gfx950 · linux-flydsl-mi355-1 †"} <= set(frame(history, "panel")["panel"])
     shown = table[["gfx942", "gfx950"]].stack()
     shown = shown[shown != ""]  # a case may be measured on one of them only: the other cell is blank
     assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark
     assert any(c.startswith("† Imported from flydsl-ci") for c in texts(at, "caption"))
     assert any("(main pushes)" in c for c in texts(at, "caption"))
+    # what the data cannot answer, said in a sentence with the way to fill it
+    assert any("No CK, AITER, hipBLASLt or Triton rows for gfx1201, gfx942, gfx950" in i
+               and "FlyDSL CI measures flydsl only" in i and "has not run on" in i for i in texts(at, "info"))
+    # FlyDSL CI's own -3% verdicts beside flybench's, marked as theirs, each linked to its CI run
+    assert "FlyDSL CI's own verdicts (theirs, not flybench's)" in texts(at, "subheader")
+    verdicts = frame(at, "vs_main")
+    (caption,) = [c for c in texts(at, "caption") if "it flagged" in c]
+    assert f"it flagged {len(verdicts)}." in caption and len(verdicts) > 0
+    assert (verdicts["vs_main"] < 0).all()
+    assert verdicts["ci_run"].str.fullmatch(r"https://github\.com/ROCm/FlyDSL/actions/runs/\d+").all()
 
 
 def test_overview_imported_runs_filter_switches_to_pull_requests(ci_db: Path) -> None:

@@ -33,6 +33,7 @@ SPEEDUP_TOOLTIP = ["section:N", "label:N", alt.Tooltip("provider_label:N", title
                    alt.Tooltip("baseline:N", title="baseline id"), alt.Tooltip("speedup:Q", format=".3f"),
                    alt.Tooltip("why:N", title="failed because"), "provenance:N"]
 SOURCE_NAMES = {FLYDSL_CI: "FlyDSL CI"}  # how a section names an importer's `source`
+REGRESSION_PERCENT = 3  # FlyDSL CI's own rule: a case this far below the main it rebuilt in the job is flagged
 RATIO = ("gfx950", "gfx942")  # an imported case's architectures: head / base, above 1 = head faster
 HISTORY = st.column_config.LinkColumn("history", display_text="open")
 FOREIGN_COLUMNS = ["label", "machine", "shown", "unit", "status", "why", "commit_hash", "commit_date", "provenance"]
@@ -170,6 +171,45 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
     ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio", "history"], column_config={
         "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×"), "history": HISTORY})
     ui.provenance_note(newest)
+    no_baselines(newest, archs, source)
+    source_verdicts(newest, source)
+
+
+def no_baselines(newest: pd.DataFrame, archs: list[str], source: str) -> None:
+    """Say why no page compares the imported kernels with a baseline there, and how that would change."""
+    providers = sorted(newest["provider"].dropna().unique())
+    if len(providers) > 1:
+        return
+    measured = frames.provenance(data.load("latest_cases"))
+    own = set(measured.loc[~frames.imported(measured), "arch"].dropna()) if not measured.empty else set()
+    unmeasured = [a for a in archs if a not in own]
+    st.info(f"No CK, AITER, hipBLASLt or Triton rows for {', '.join(archs)} in this selection: "
+            f"{SOURCE_NAMES.get(source, source)} measures {', '.join(providers)} only, with no baseline rows of its "
+            "own (its speedup rows are ratios to one)"
+            + (f", and flybench has not run on {', '.join(unmeasured)}. Its nightly on those runners measures the "
+               "baselines beside FlyDSL (docs/rocm.md)." if unmeasured else "."))
+
+
+def source_verdicts(newest: pd.DataFrame, source: str) -> None:
+    """The source's own verdicts on its newest runs, marked as its: FlyDSL CI flags a case 3% below the main it
+    rebuilt in the same job (`vs_main`)."""
+    if "source_vs_main" not in newest or newest["source_vs_main"].isna().all():
+        return
+    flagged = newest[newest["source_regression"].fillna(False).astype(bool)].copy()
+    name = SOURCE_NAMES.get(source, source)
+    st.subheader(f"{name}'s own verdicts (theirs, not flybench's)")
+    st.caption(f"{name} rebuilds main in the same job and flags a case at {REGRESSION_PERCENT}% or more below it "
+               f"(`vs_main`). Of the {len(newest)} newest runs shown, it flagged {len(flagged)}. flybench's own "
+               "verdicts are on the Regressions page.")
+    if flagged.empty:
+        return
+    flagged["vs_main"] = flagged["source_vs_main"] / 100
+    flagged["history"] = history_links(flagged)
+    flagged["ci_run"] = [ui.ci_run_link(source, r) for r in flagged["source_run"]]
+    ui.table(flagged.sort_values("source_vs_main"), f"source-verdicts-{source}",
+             ["arch", "label", "run_context", "pr", "vs_main", "commit_hash", "ci_run", "history"], column_config={
+                 "vs_main": st.column_config.NumberColumn("vs main, same job", format="percent"),
+                 "ci_run": st.column_config.LinkColumn("CI run", display_text="open"), "history": HISTORY})
 
 
 def arch_ratios(wide: pd.DataFrame, head: str, base: str, source: str) -> None:

@@ -285,11 +285,14 @@ def latest_cases(db_path: str | Path = DEFAULT_DB, machine: str | None = None, s
     TFLOP/s, GB/s and the roofline fraction are columns of the case's one
     row (the store derives them from the time and the case record's counts).
     The rows come from series_heads, without the columns no page draws;
-    `source_op` is an imported row's own op name (FlyDSL's `flash_attn`).
+    `source_op` is an imported row's own op name (FlyDSL's `flash_attn`), `source_vs_main` its source's
+    same-job comparison with main in percent (FlyDSL CI's `vs_main.delta_pct`) and `source_run` its CI run.
     """
     where, args = _where(machine=machine, subject=subject)
     return _query(db_path, f"""
-        SELECT r.* EXCLUDE ({_UNDRAWN}), r.source_record->>'op' AS source_op, c.date AS commit_date, c.branch,
+        SELECT r.* EXCLUDE ({_UNDRAWN}), r.source_record->>'op' AS source_op,
+               TRY_CAST(r.source_record->'vs_main'->>'delta_pct' AS DOUBLE) AS source_vs_main,
+               r.source_record->>'run_id' AS source_run, c.date AS commit_date, c.branch,
                m.arch, {_CASE_COLUMNS}
         FROM {_HEADS_JOIN} LEFT JOIN machines m ON m.name = r.machine
         WHERE (?::VARCHAR IS NULL OR r.unit = ?) AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], r.benchmark))
