@@ -22,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", help="SQL over the store's tables, e.g. \"SELECT * FROM results WHERE machine = 'x'\"")
     what.add_argument("--table", help="one table of the store, e.g. results or commits")
-    what.add_argument("--dir", type=Path, help="export the whole store as Parquet into this new (or empty) folder")
+    what.add_argument("--dir", type=Path, help="export the whole store as Parquet into this new (or empty) folder; "
+                                               "the same command again finishes an export that stopped partway")
     parser.add_argument("--output", type=output_path, help="the file to write, with --query or --table")
     parser.add_argument("--format", choices=FORMATS, default="parquet", help="file format (default: parquet)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")

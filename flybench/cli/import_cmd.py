@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     flydsl.add_argument("file", type=Path, help="history.json or history.json.gz")
     flydsl.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
     flydsl.add_argument("--subject", default=DEFAULT_SUBJECT,
-                        help=f"the measured repository's name in the store (default: {DEFAULT_SUBJECT})")
+                        help=f"the measured repository's name in the store (default: {DEFAULT_SUBJECT}); a subject "
+                             "that holds another repository's commits is refused")
     flydsl.add_argument("--flydsl-repo", type=Path, help="a clone of FlyDSL: order commits by its main branch")
     flydsl.add_argument("--main-ref", help="main branch of the clone (default: origin/main, main, else HEAD)")
     return parser

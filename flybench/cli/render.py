@@ -58,7 +58,10 @@ def _link(text: str) -> tuple[str, str]:
 
 
 MIN_LIMIT = 2_000
-"""The least --limit that holds a comment's title, notes and the line that says where the rest is."""
+"""The least --limit: room for a comment's title and the note that says what was left out and where the full
+report is (under 1,000 characters with every verdict counted and an artifact's URL), with room to spare for
+the sections' titles. A report whose own title and pointer need more (a very long --full-report-url) is
+refused when it is rendered, with the limit it needs."""
 
 
 def _limit(text: str) -> int:
@@ -68,5 +71,6 @@ def _limit(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of characters") from None
     if value < MIN_LIMIT:
         raise argparse.ArgumentTypeError(f"{value} is too small: a comment needs at least {MIN_LIMIT:,} characters "
-                                         "for its title, notes and the pointer to the full report")
+                                         "for its title and the pointer to the full report (allowed: "
+                                         f"{MIN_LIMIT:,} characters or more)")
     return value

@@ -39,7 +39,7 @@ class CommitInfo:
 
 @dataclass(frozen=True)
 class Clone:
-    """The commits asked about that the clone has, and the date of its main tip.
+    """The commits asked about that the clone has (keyed as asked and by full hash), and its main tip's date.
 
     A commit the clone lacks although the clone's main is newer is not on
     main (a force-pushed branch, a fork); one newer than the tip is unknown.
@@ -57,7 +57,7 @@ class Clone:
 
 
 def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = None) -> Clone:
-    """Info on each of `commits` that the clone has (the others are left out), keyed as asked.
+    """Info on each of `commits` that the clone has (the others are left out), keyed as asked and by full hash.
 
     On main, `order_date` is the committer date raised where needed to keep
     main's first-parent order (a rebased commit can carry an older date than
@@ -76,8 +76,8 @@ def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = 
                stdin="\n".join(known.values()) + "\n")
     by_full = {info.hash: info for info in (_info(line, order) for line in log.splitlines())}
     by_full = _keep_main_order(by_full)
-    return Clone({asked: by_full[full] for asked, full in known.items() if full in by_full}, main_tip,
-                 frozenset(wanted))
+    found = {asked: by_full[full] for asked, full in known.items() if full in by_full}
+    return Clone({**found, **{info.hash: info for info in found.values()}}, main_tip, frozenset(wanted))
 
 
 def main_history(repo: str | Path, main_ref: str | None = None) -> list[CommitInfo]:

@@ -166,15 +166,16 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
     """
+    text = None  # markdown is rendered before the file opens: a limit it cannot keep leaves no file behind
+    if fmt == "markdown":
+        text = markdown(outcome, limit=limit, full_report=full_report, marker=marker, dashboard=dashboard,
+                        links=links) + "\n"
     try:
         with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
             if fmt == "terminal":
                 print_rich(terminal(outcome), stream)
-            elif fmt == "markdown":
-                stream.write(markdown(outcome, limit=limit, full_report=full_report, marker=marker,
-                                      dashboard=dashboard, links=links) + "\n")
             else:
-                stream.write(to_json(outcome) + "\n")
+                stream.write(text if text is not None else to_json(outcome) + "\n")
     except OSError as exc:
         if output is None or isinstance(exc, BrokenPipeError):
             raise
@@ -261,15 +262,14 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
     ]
     lines = [*(f"- {literal_markdown(note)}" for note in c.notes),
              *(f"- [{literal_markdown(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
-    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", "",
-            *([*lines, ""] if lines else [])]
+    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
              f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
              "history noise where a side has one round) to lie above zero and the change to reach the "
              "tolerance. A case whose interval still reaches both sides is ambiguous; \"detects\" is the "
              "change it calls 90% of the time at its rounds. Cases that no run selected are not reported.</sub>")]
-    return _fit(head, sections, foot, limit, _pointer(full_report, "compare"))
+    return _fit(head, [*lines, ""] if lines else [], sections, foot, limit, _pointer(full_report, "compare"))
 
 
 def noise_limited(c: Comparison) -> list[CaseResult]:
@@ -349,7 +349,7 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
     section = _Section("", ("regression", "regressions"), header, rows)
     foot = ["<sub>An alert stays open until a later night shows the series back, or until its new level is "
             "accepted: `flybench accept SERIES COMMIT --reason ...`.</sub>"] if regressions else []
-    return _fit([title, ""], [section], foot, limit, _pointer(full_report, "regressions")) + "\n"
+    return _fit([title, ""], [], [section], foot, limit, _pointer(full_report, "regressions")) + "\n"
 
 
 def history_url(r: Regression, dashboard: str) -> str:
@@ -411,30 +411,65 @@ class _Section:
         return [*title, *body, *([""] if kept and tail else []), *tail, ""]
 
 
-def _fit(head: list[str], sections: list[_Section], foot: list[str], limit: int, pointer: str) -> str:
+def _fit(head: list[str], notes: list[str], sections: list[_Section], foot: list[str], limit: int,
+         pointer: str) -> str:
     """The report with every row if it fits in `limit` bytes, else with the first rows that fit, in order.
+
+    Where not even the sections' titles fit beside the notes and the footnote,
+    those two are left out, and then the sections' titles: the least a report
+    holds is its title (`head`) and the note that says what was left out and
+    where it is. A limit below that is refused (FlybenchError).
+    """
+    total = sum(len(s.rows) for s in sections)
+
+    def render(kept: list[int], brief: int, under: int = limit) -> str:
+        """`brief` 0: every part; 1: without the notes and the footnote; 2: without the sections too."""
+        said = []
+        left_out = [(s, len(s.rows) - k) for s, k in zip(sections, kept) if len(s.rows) > k]
+        if left_out:
+            what = ", ".join(f"{n} {s.noun[n != 1]}" for s, n in left_out)
+            said.append(f"{total - sum(kept)} of {total} rows left out ({what})")
+        dropped = [name for name, part in (("the notes", notes), ("the footnote", foot)) if brief and part]
+        if dropped:
+            said.append(f"{' and '.join(dropped)} left out")
+        text = "; ".join(said)
+        note = [(f"> [!NOTE]\n> {text[:1].upper()}{text[1:]} to keep this report under {under:,} characters. "
+                 f"Every case is in {pointer}."), ""] if said else []
+        body = [] if brief == 2 else [line for s, k in zip(sections, kept) for line in s.lines(k)]
+        return "\n".join([*head, *([] if brief else notes), *note, *body, *([] if brief else foot)])
+
+    text = render([len(s.rows) for s in sections], 0)
+    if _size(text) < limit:
+        return text
+    for brief in range(3):
+        kept = [0] * len(sections)
+        text = render(kept, brief)  # the note is at its longest with every row left out
+        if _size(text) >= limit:
+            continue
+        if brief < 2:
+            kept = _rows_that_fit(sections, limit - 1 - _size(text))
+            text = render(kept, brief)
+        while _size(text) >= limit and any(kept):  # a guard: the room given is already conservative
+            kept[max(i for i, k in enumerate(kept) if k)] -= 1
+            text = render(kept, brief)
+        return text
+    need = limit
+    while _size(text) >= need:  # the note names the limit: a longer number takes more room
+        need = _size(text) + 1  # and the line's end that `write` adds
+        text = render([0] * len(sections), 2, need)
+    raise FlybenchError(f"a limit of {limit:,} characters is too small for this report: its title and the pointer "
+                        f"to the full report take {need:,} characters; pass --limit {need:,} or more")
+
+
+def _rows_that_fit(sections: list[_Section], room: int) -> list[int]:
+    """How many rows of each section fit in `room` bytes.
 
     Summaries (`_Section.summary`) get up to a quarter of the room first, so
     that they are there however many cases are listed; then the listed rows
     are taken in order until one does not fit, so no row is shown while a
     more urgent one was left out.
     """
-    total = sum(len(s.rows) for s in sections)
-
-    def render(kept: list[int]) -> str:
-        left_out = [(s, len(s.rows) - k) for s, k in zip(sections, kept) if len(s.rows) > k]
-        note = []
-        if left_out:
-            what = ", ".join(f"{n} {s.noun[n != 1]}" for s, n in left_out)
-            note = [(f"> [!NOTE]\n> {total - sum(kept)} of {total} rows left out ({what}) to keep this report "
-                     f"under {limit:,} characters. Every case is in {pointer}."), ""]
-        return "\n".join([*head, *note, *(line for s, k in zip(sections, kept) for line in s.lines(k)), *foot])
-
-    text = render([len(s.rows) for s in sections])
-    if _size(text) < limit:
-        return text
     kept = [0] * len(sections)
-    room = limit - 1 - _size(render(kept))  # the notes are at their longest with every row left out
 
     def take(i: int, budget: int) -> int:
         """Add rows of section i while they fit in `budget` bytes; the bytes spent."""
@@ -454,11 +489,7 @@ def _fit(head: list[str], sections: list[_Section], foot: list[str], limit: int,
         room -= take(i, room)
         if kept[i] < len(s.rows):
             break  # a row did not fit: the less urgent sections get no more, so the order holds
-    text = render(kept)
-    while _size(text) >= limit and any(kept):  # a guard: the room above is already conservative
-        kept[max(i for i, k in enumerate(kept) if k)] -= 1
-        text = render(kept)
-    return text
+    return kept
 
 
 def _pointer(full_report: str | None, verb: str) -> str:

@@ -9,6 +9,8 @@ no path is pasted into SQL); the database is opened read-only.
 
 from __future__ import annotations
 
+import errno
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -62,20 +64,67 @@ def _check_query(conn: duckdb.DuckDBPyConnection, query: str) -> None:
 def export_store(db_path: Path, directory: Path) -> dict[str, int]:
     """Every table as Parquet under `directory`: results partitioned by PARTITIONS, the others a file each.
 
-    Returns the rows written per table. The folder must be new or empty, so no earlier export is mixed in.
+    Returns the rows written per table. The folder must be new or empty, so no
+    earlier export is mixed in, or hold an export that stopped partway (a full
+    disk): INCOMPLETE marks it while it is written, and the same command
+    writes it again over the files an export writes.
     """
-    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
-        raise FlybenchError(f"{directory} exists and is not an empty folder: name a new folder for the export")
-    written = {}
+    written: dict[str, int] = {}
     with connect(db_path, read_only=True) as conn:
-        for table in tables(conn):
-            if table == "results":
-                conn.sql(_RESULTS_BY_MONTH).write_parquet(str(directory / table), partition_by=list(PARTITIONS))
-            else:
-                directory.mkdir(parents=True, exist_ok=True)
-                conn.table(table).write_parquet(str(directory / f"{table}.parquet"))
-            written[table] = _count(conn.table(table))
+        names = tables(conn)
+        try:
+            _start(directory, names)
+            for table in names:
+                _write_table(conn, directory, table)
+                written[table] = _count(conn.table(table))
+        except (duckdb.Error, OSError) as exc:
+            if not _disk_full(exc):
+                raise
+            raise FlybenchError(
+                f"the disk holding {directory} is full ({str(exc).strip()}): the export stopped after {len(written)} "
+                f"of {len(names)} tables, and {directory / INCOMPLETE} says so. Free some space and run the same "
+                "command again: it writes the export again, replacing the files this export wrote") from exc
+    (directory / INCOMPLETE).unlink()
     return written
+
+
+INCOMPLETE = ".flybench-export-incomplete"
+"""The file that marks an export folder as being written, or stopped partway: readers should wait."""
+
+
+def _start(directory: Path, names: list[str]) -> None:
+    """Make `directory` ready for an export of the tables `names`, and mark it unfinished.
+
+    An export that stopped partway is written again from the start: its
+    results folder goes (the store may have changed since), its table files
+    are written over. A folder holding anything else is refused.
+    """
+    present = {entry.name for entry in directory.iterdir()} if directory.is_dir() else set()
+    if directory.exists() and (not directory.is_dir() or (present and INCOMPLETE not in present)):
+        raise FlybenchError(f"{directory} exists and is not an empty folder: name a new folder for the export")
+    other = sorted(present - {INCOMPLETE, "results", *(f"{table}.parquet" for table in names)})
+    if other:
+        raise FlybenchError(f"{directory} holds an export that stopped partway, and {', '.join(other)}, which "
+                            f"flybench export did not write: move {'it' if len(other) == 1 else 'them'} away, or "
+                            "name a new folder for the export")
+    if (directory / "results").is_dir():
+        shutil.rmtree(directory / "results")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / INCOMPLETE).write_text("flybench export is writing this folder, or stopped partway: run the same "
+                                        "`flybench export --dir` again to finish it.\n")
+
+
+def _write_table(conn: duckdb.DuckDBPyConnection, directory: Path, table: str) -> None:
+    """One table of a whole-store export: results partitioned by PARTITIONS, any other table one file."""
+    if table == "results":
+        conn.sql(_RESULTS_BY_MONTH).write_parquet(str(directory / table), partition_by=list(PARTITIONS))
+    else:
+        conn.table(table).write_parquet(str(directory / f"{table}.parquet"))
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC, as Python raises it or as DuckDB words it."""
+    return (isinstance(exc, OSError) and exc.errno == errno.ENOSPC) or "No space left on device" in str(exc)
 
 
 def tables(conn: duckdb.DuckDBPyConnection) -> list[str]:

@@ -15,7 +15,7 @@ import json
 import math
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -159,9 +159,10 @@ def check_record(index: int, item: Any) -> Record:
     return Record(index, key, item["commit"].lower(), _timestamp(item["ts"]), pr, item["status"], value, item)
 
 
-def from_stored(text: str) -> Record:
-    """A record read back from the store, where it was written in its canonical form."""
-    record = check_record(-1, json.loads(text))
+def from_stored(text: str, commit: str) -> Record:
+    """A record read back from the store, where it was written in its canonical form under `commit`
+    (the full hash where the record gives a short one)."""
+    record = replace(check_record(-1, json.loads(text)), commit=commit)
     record.__dict__["canonical"] = text  # the cached_property's slot: no need to serialise it again
     return record
 

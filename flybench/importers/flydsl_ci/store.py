@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 
+from flybench.importers.flydsl_ci.axis import DEFAULT_SUBJECT, Resolved, check_subject, resolve, subject_commits
 from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
 from flybench.importers.flydsl_ci.read import Key, Record, RecordError, from_stored, read_history
 from flybench.importers.git_history import Clone, read_clone
@@ -28,8 +29,6 @@ from flybench.store import heads
 from flybench.store.db import DEFAULT_DB, connect
 from flybench.store.ingest import RESULT_COLUMNS, _transaction  # one definition of a file's transaction
 
-DEFAULT_SUBJECT = "flydsl"
-"""FlyDSL's commits, kept apart from flybench's own (see DESIGN.md, subjects)."""
 IMPORTED_COLUMNS = ("source", "run_context", "pr", "shape", "source_regression", "source_record")
 _RECORD_COLUMNS = ("source", "subject", "run_id", "runner", "op", "shape", "dtype", "metric", "commit_hash", "ts",
                    "pr", "status", "value", "record", "file")
@@ -49,6 +48,8 @@ class ImportReport:
     ordered_by: str = "CI timestamps"
     rejected: list[RecordError] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    unresolved: int = 0
+    """Short commit hashes of the new records that no full hash was found for: kept as given."""
 
     @property
     def ok(self) -> bool:
@@ -60,6 +61,12 @@ class ImportReport:
                  f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
         lines += [f"  rejected: {self.file}: {error}" for error in self.rejected]
         lines += [f"  conflict: {self.file}: {conflict}" for conflict in self.conflicts]
+        if self.unresolved:
+            one = self.unresolved == 1
+            lines.append(f"  warning: {self.unresolved} commit{'' if one else 's'} given as "
+                         f"{'a short hash matches' if one else 'short hashes match'} no full hash known for subject "
+                         f"{self.subject!r} (unknown or ambiguous) and {'is' if one else 'are'} kept as given: "
+                         f"pass --flydsl-repo CLONE to resolve {'it' if one else 'them'}")
         return "\n".join(lines)
 
 
@@ -69,7 +76,9 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
 
     With `flydsl_repo` (a clone of FlyDSL), commits are ordered by main's
     history and split into main and branch runs by it; every stored commit
-    of the subject is looked at again, not only the file's.
+    of the subject is looked at again, not only the file's. A subject of
+    another repository's commits is refused, and short commit hashes are
+    filed under their full hashes (flydsl_ci.axis).
     """
     history = read_history(path)
     report = ImportReport(str(path), str(db_path), subject, records=len(history.records),
@@ -81,39 +90,72 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
                             "with other content; the stored record is kept"
                             for r in history.records if r.key in stored and stored[r.key] != r.canonical]
         report.new = len(new)
+        stored_commits = _stored_commits(conn, subject)
+        axis, foreign = subject_commits(conn, subject)
         clone = None
         if flydsl_repo is not None:
-            clone = read_clone(flydsl_repo, {r.commit for r in new} | _stored_commits(conn, subject), main_ref)
+            clone = read_clone(flydsl_repo, {r.commit for r in history.records} | stored_commits | foreign, main_ref)
             report.ordered_by = f"main's history in {flydsl_repo}"
+        full = resolve({r.commit for r in history.records} | stored_commits,
+                       axis | {r.commit for r in history.records}, clone)
+        check_subject(conn, subject, foreign, {full(r.commit) for r in history.records}, clone,
+                      None if flydsl_repo is None else Path(flydsl_repo))
+        new = [replace(r, commit=full(r.commit)) if r.commit in full.full else r for r in new]
+        report.unresolved = len({r.commit for r in new} & full.unresolved)
         with _transaction(conn):
+            refiled = _refile(conn, subject, full, stored_commits)
             _insert(conn, "imported_records", [_record_row(subject, r, history.path.name) for r in new],
                     _RECORD_COLUMNS)
-            report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone)
+            report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone, refiled)
             conn.execute("INSERT INTO imported_files VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP) "
                          "ON CONFLICT DO NOTHING", [SOURCE, subject, history.sha256, history.path.name,
                                                     history.size, len(history.records), len(history.errors)])
     return report
 
 
+def _refile(conn: duckdb.DuckDBPyConnection, subject: str, full: Resolved, stored: set[str]) -> set[str]:
+    """Stored records of a short hash that now resolves are filed under the full hash; the full hashes.
+
+    The rows derived from them under the short hash go (`_derive` derives
+    them again under the full one), and so does the short hash's commit,
+    unless rows of another source still name it. The records stay as stored.
+    """
+    moved = {short: long for short, long in full.full.items() if short in stored}
+    if not moved:
+        return set()
+    shorts = sorted(moved)
+    conn.execute("UPDATE imported_records SET commit_hash = m.long FROM (SELECT unnest(?::VARCHAR[]) AS short, "
+                 "unnest(?::VARCHAR[]) AS long) m WHERE source = ? AND subject = ? AND commit_hash = m.short",
+                 [shorts, [moved[s] for s in shorts], SOURCE, subject])
+    for table, column in (("results", "commit_hash"), ("imported_commits", "hash")):
+        conn.execute(f"DELETE FROM {table} WHERE source = ? AND subject = ? AND {column} IN "
+                     "(SELECT unnest(?::VARCHAR[]))", [SOURCE, subject, shorts])
+    conn.execute("DELETE FROM commits c WHERE subject = ? AND hash IN (SELECT unnest(?::VARCHAR[])) AND NOT EXISTS "
+                 "(SELECT 1 FROM results r WHERE r.subject = c.subject AND r.commit_hash = c.hash)", [subject, shorts])
+    return set(moved.values())
+
+
 def _derive(conn: duckdb.DuckDBPyConnection, subject: str, fresh: dict[Key, Record],
-            clone: Clone | None) -> tuple[int, int]:
+            clone: Clone | None, refiled: set[str]) -> tuple[int, int]:
     """Commit order and results rows of every commit that gained records or changed order; (commits, rows).
 
     `fresh` are the records just inserted, already parsed; the others are read back from the table.
+    `refiled` are commits whose records were just filed under them from a short hash.
     """
-    wanted = {r.commit for r in fresh.values()} | (set(clone.asked) if clone else set())
+    renewed = {r.commit for r in fresh.values()} | refiled
+    wanted = renewed | (set(clone.asked) if clone else set())
     first_seen = dict(conn.execute(
         "SELECT commit_hash, min(ts) FROM imported_records WHERE source = ? AND subject = ? "
         "AND commit_hash IN (SELECT unnest(?::VARCHAR[])) GROUP BY commit_hash",
         [SOURCE, subject, sorted(wanted)]).fetchall())
     stored_commits = _stored_commit_rows(conn, subject)
     commits = {h: row for h, row in commit_rows(first_seen, clone, stored_commits).items()
-               if stored_commits.get(h) != row or h in {r.commit for r in fresh.values()}}
+               if stored_commits.get(h) != row or h in renewed}
     if not commits:
         return 0, 0
     changed = sorted(commits)
-    records = [(fresh.get(tuple(key)) or from_stored(raw), file) for *key, raw, file in conn.execute(
-        "SELECT run_id, runner, op, shape, dtype, metric, record, file FROM imported_records "
+    records = [(fresh.get(tuple(key)) or from_stored(raw, commit), file) for *key, commit, raw, file in conn.execute(
+        "SELECT run_id, runner, op, shape, dtype, metric, commit_hash, record, file FROM imported_records "
         "WHERE source = ? AND subject = ? AND commit_hash IN (SELECT unnest(?::VARCHAR[]))",
         [SOURCE, subject, changed]).fetchall()]
     rows = result_rows(subject, records, commits)
