@@ -24,6 +24,7 @@ PAGES = [
     ("overview.py", "Overview", ":material/grid_view:"),
     ("history.py", "History", ":material/timeline:"),
     ("compare.py", "Compare", ":material/compare_arrows:"),
+    ("pull_request.py", "Pull request", ":material/merge:"),
     ("regressions.py", "Regressions", ":material/trending_down:"),
     ("resources.py", "Kernel resources", ":material/memory:"),
     ("roofline.py", "Roofline", ":material/show_chart:"),

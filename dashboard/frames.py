@@ -20,6 +20,7 @@ from dashboard.names import provider_label
 from flybench.benchmark_names import is_own, series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
+from flybench.regress.history import Point, series_noise
 from flybench.counters import DERIVED
 from flybench.regress.report import METRIC_LABELS, value_text
 
@@ -487,3 +488,48 @@ def step_text(step: Any) -> str:
     """'abc12345 → def67890: 1.00ms → 1.50ms (+50.0%), confidence 100%', for a hover or a table."""
     return (f"{step.last_good[:8]} → {step.first_bad[:8]}: {fmt(step.before, step.unit)} → "
             f"{fmt(step.after, step.unit)} ({step.relative:+.1%}), confidence {step.confidence:.0%}")
+
+
+PR_CALLS = ("slower", "faster", "within noise", "no base")
+
+
+def pull_request_cases(push: pd.DataFrame, main: pd.DataFrame, config: RegressConfig) -> pd.DataFrame:
+    """Each case of one pull-request push against its base on the same runner, and both verdicts.
+
+    The base is what the source measured in the same job where it did (FlyDSL CI's `vs_main`: the main it
+    rebuilt beside the pull request), else main's newest run on that runner before the push's job (`main`:
+    `imported_run_rows` of main). `change` is oriented so that below 0 is slower. flybench's call holds it
+    against the main series' own run-to-run noise on that runner: slower or faster past the step floor and
+    noise_k times that noise, else within noise. The source's own flag (`source_regression`) stays its own.
+    """
+    out = push.copy()
+    series = {key: group.sort_values("job_time") for key, group in main[main["status"] == "ok"].groupby(
+        ["machine", "benchmark", "params"], sort=False)} if not main.empty else {}
+    bases, sources, calls, changes, bars = [], [], [], [], []
+    for r in out.itertuples():
+        history = series.get((r.machine, r.benchmark, r.params))
+        before = history[history["job_time"] <= r.job_time] if history is not None else None
+        if pd.notna(r.base_value):
+            base, source = r.base_value, f"same job: {r.base_label or 'main'}"
+        elif before is not None and len(before):
+            base = float(before["value"].iloc[-1])
+            source = f"main at {before['commit_hash'].iloc[-1][:8]}, the newest main run before this push"
+        else:
+            base, source = np.nan, "no main run of this case on this runner"
+        limits = config.thresholds(r.benchmark, params_text(r.params), r.unit)
+        change = (r.value / base - 1) if base and r.status == "ok" and pd.notna(base) else np.nan
+        change = change if limits.bigger_is_better or np.isnan(change) else -change  # below 0: slower
+        noise = _relative_noise(history, limits) if history is not None else np.nan
+        bar = max(limits.step_floor, limits.noise_k * noise) if not np.isnan(noise) else limits.step_floor
+        bases.append(base), sources.append(source), changes.append(change), bars.append(bar)
+        calls.append("no base" if np.isnan(change) else "slower" if change <= -bar else "faster" if change >= bar
+                     else "within noise")
+    out["base"], out["base_source"], out["change"], out["bar"], out["flybench"] = bases, sources, changes, bars, calls
+    return out
+
+
+def _relative_noise(history: pd.DataFrame, limits: Any) -> float:
+    """The main series' noise on its runner, relative to its level (`flybench.regress.history.series_noise`)."""
+    points = [Point(c, v) for c, v in zip(history["commit_hash"], history["value"])]
+    level = history["value"].median()
+    return series_noise(points, limits) / level if len(points) >= 3 and level else np.nan

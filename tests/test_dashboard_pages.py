@@ -559,3 +559,39 @@ def test_no_page_module_has_a_bare_string_streamlit_would_draw() -> None:
         bare = [n.lineno for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
                 and isinstance(n.value.value, str)]
         assert bare == [], f"{module.name}: bare strings at lines {bare}"
+
+
+def test_a_pull_request_push_is_held_against_its_same_job_base_with_both_verdicts(ci_db: Path) -> None:
+    """FlyDSL's PR #812: each case of its newest push against the main its CI job rebuilt beside it."""
+    raw = [r for r in flydsl_ci_records() if r.get("pr") == 812]
+    newest = max(r["ts"] for r in raw)
+    at = open_page(ci_db, "pull_request", pr="812")
+    assert not at.exception
+    pushes = frame(at, "cases")
+    assert len(pushes) == len({r["commit"] for r in raw})  # one row per push
+    assert pushes["job_time"].iloc[0] == pd.Timestamp(newest.rstrip("Z"))  # newest first
+    cases = frame(at, "base_source")
+    pushed = next(r["commit"] for r in raw if r["ts"] == newest)
+    record = max((r for r in raw if r["commit"] == pushed and r["op"] == "flash_attn" and r.get("vs_main")
+                  and r["runner"] == "linux-flydsl-mi325-1" and r["shape"] == "B4S8192H64Hkv8D128_causal"),
+                 key=lambda r: r["ts"])  # a re-run's newest record is the one the store keeps
+    row = cases[cases["label"] == "flash_attn · B4S8192H64Hkv8D128_causal · bf16"].set_index("machine").loc[
+        "linux-flydsl-mi325-1"]
+    assert row["base"] == pytest.approx(record["vs_main"]["baseline"]) and row["base_source"] == "same job: main"
+    assert row["change"] == pytest.approx(record["value"] / record["vs_main"]["baseline"] - 1, abs=5e-4)
+    assert row["flybench"] == "slower" and bool(row["source_regression"]) == record["regression"]
+    assert row["ci_run"] == f"https://github.com/ROCm/FlyDSL/actions/runs/{record['run_id']}"
+    slower = cases[cases["flybench"] == "slower"]
+    (title,) = [h for h in texts(at, "subheader") if "slower" in h]
+    assert title.startswith(f"{record['commit'][:8]} (") and f"{len(slower)} slower" in title
+    assert (slower["change"] < 0).all() and (cases.loc[cases["flybench"] == "faster", "change"] > 0).all()
+    without = cases[~cases["base_source"].str.startswith("same job")]
+    assert without["base_source"].str.startswith(("main at ", "no main run")).all()
+
+
+def test_a_store_without_pull_request_runs_says_where_they_come_from(db: DashboardDB) -> None:
+    at = open_page(db.path, "pull_request")
+    assert not at.exception and not at.dataframe
+    (info,) = texts(at, "info")
+    assert info.startswith("No pull-request runs in this store.") and "flybench import flydsl-ci" in info \
+        and "flybench gate" in info

@@ -452,3 +452,20 @@ def commit_titles(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
         if not known.fetchone()[0]:
             return pd.DataFrame(columns=["subject", "hash", "title"])
         return conn.execute("SELECT DISTINCT subject, hash, title FROM imported_commits WHERE title IS NOT NULL").df()
+
+
+def imported_run_rows(db_path: str | Path = DEFAULT_DB, context: str = "pr", subject: str | None = None) -> pd.DataFrame:
+    """Every imported row of one run context (`pr` or `main`; one per commit, case and runner), with what its
+    source measured beside it in the same job: `base_value` and `vs_main` (percent) against the main it rebuilt
+    (`base_label`: main, or main~N when main did not build), the source's own flag, its CI run and job time."""
+    return _query(db_path, f"""
+        SELECT r.subject, r.source, r.machine, m.arch, r.env_name, r.benchmark, r.params, r.unit, r.value, r.status,
+               r.commit_hash, r.pr, r.source_regression, r.source_record->>'op' AS source_op,
+               TRY_CAST(r.source_record->'vs_main'->>'delta_pct' AS DOUBLE) AS vs_main,
+               TRY_CAST(r.source_record->'vs_main'->>'baseline' AS DOUBLE) AS base_value,
+               r.source_record->'vs_main'->>'label' AS base_label,
+               r.source_record->>'run_id' AS source_run, TRY_CAST(r.source_record->>'ts' AS TIMESTAMP) AS job_time,
+               {_CASE_COLUMNS}
+        FROM results r LEFT JOIN machines m ON m.name = r.machine
+        WHERE r.run_context = ? AND (?::VARCHAR IS NULL OR r.subject = ?)
+        ORDER BY r.subject, r.pr, job_time, r.machine, r.benchmark, r.params""", [context, subject, subject])

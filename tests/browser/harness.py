@@ -29,11 +29,11 @@ APP = REPO / "dashboard" / "app.py"
 SERVE = REPO / "dashboard" / "serve.py"  # as `flybench dashboard` starts it: the pages' modules imported first
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PAGES = {"overview": "", "history": "history", "compare": "compare", "regressions": "regressions",
-         "resources": "resources", "roofline": "roofline"}
+PAGES = {"overview": "", "history": "history", "compare": "compare", "pull_request": "pull_request",
+         "regressions": "regressions", "resources": "resources", "roofline": "roofline"}
 """Page name -> URL path (st.navigation derives it from the view's file name; the default page is '/')."""
-TITLES = {"overview": "Overview", "history": "History", "compare": "Compare", "regressions": "Regressions",
-          "resources": "Kernel resources", "roofline": "Roofline"}
+TITLES = {"overview": "Overview", "history": "History", "compare": "Compare", "pull_request": "Pull request",
+          "regressions": "Regressions", "resources": "Kernel resources", "roofline": "Roofline"}
 """Page name -> the title its script writes first: a load is the page's own once that title shows."""
 
 

@@ -1,0 +1,92 @@
+"""Pull request: one pull request's push, each case against its base on the same runner, with both verdicts.
+
+A pull request's runs are an environment of their own, so Compare cannot set
+them against main. Here each case of a push is held against the base its
+source measured beside it in the same job (FlyDSL CI's `vs_main`: the main it
+rebuilt on the runner right after the pull request), or else main's newest run
+on that runner before the push. Two verdicts sit side by side: the source's own
+(FlyDSL CI flags 3% below main) and flybench's, which holds the change against
+the main series' own run-to-run noise on that runner. flybench's own pull
+requests are judged by `flybench gate` in their CI job; its report is the pull
+request's comment, not a row of the store.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import data, filters, frames, ui
+from flybench.regress import load_config
+
+COLUMNS = ["arch", "machine", "label", "unit", "value", "base", "base_source", "change", "flybench",
+           "source_regression", "vs_main", "commit_hash", "ci_run", "history"]
+PUSH_COLUMNS = ["push", "commit_hash", "job_time", "runners", "cases", "slower", "faster", "flagged", "ci_runs"]
+CALL_ORDER = {"slower": 0, "faster": 1, "within noise": 2, "no base": 3}
+
+
+def main() -> None:
+    st.title("Pull request")
+    st.caption("Each case of one push of a pull request against its base on the same runner. Base: what the CI "
+               "job measured beside it (FlyDSL CI rebuilds main in the same job), else main's newest run on that "
+               "runner before the push. Two verdicts: the CI's own flag, and flybench's call against the main "
+               "series' own noise.")
+    data.require_data()
+    rows = data.load("imported_runs", context="pr")
+    if rows.empty:
+        st.info("No pull-request runs in this store. `flybench import flydsl-ci HISTORY --flydsl-repo CLONE` "
+                "brings FlyDSL's; flybench's own pull requests are judged by `flybench gate` in their CI job "
+                "(docs/gate.md), whose report is the pull request's comment.")
+        return
+    rows = frames.provenance(rows)
+    prs = rows.groupby("pr").agg(pushes=("commit_hash", "nunique"), last=("job_time", "max")).sort_values(
+        "last", ascending=False)
+    names = {str(int(pr)): f"#{int(pr)} ({r.pushes} push{'es' if r.pushes > 1 else ''}, last {r.last:%Y-%m-%d})"
+             for pr, r in prs.iterrows()}
+    pr = filters.pick_one("Pull request", "pr", list(names), format_func=names.get, sidebar=False)
+    mine = rows[rows["pr"] == int(pr)]
+    main_rows = data.load("imported_runs", context="main")
+    cases = frames.pull_request_cases(mine, main_rows, load_config())
+    pushes = push_table(cases)
+    push = filters.pick_one("Push", "push", list(pushes["push"]), sidebar=False,
+                            help="The pull request's commits, newest first; each was measured by its own CI job.")
+    st.subheader(f"Pushes of #{pr}")
+    ui.table(pushes, f"pr-{pr}-pushes", PUSH_COLUMNS, column_config={
+        "job_time": st.column_config.DatetimeColumn("CI job", format="YYYY-MM-DD HH:mm"),
+        "flagged": st.column_config.NumberColumn("flagged by the CI (theirs)")})
+    chosen = cases[cases["commit_hash"].str.startswith(push.split()[0])].copy()
+    chosen["label"] = frames.imported_label(chosen)
+    chosen["vs_main"] = chosen["vs_main"] / 100
+    chosen["ci_run"] = [ui.ci_run_link(s, r) for s, r in zip(chosen["source"], chosen["source_run"])]
+    chosen["history"] = [ui.history_link(s, b, frames.case_text(p)) for s, b, p in
+                         zip(chosen["subject"], chosen["benchmark"], chosen["params"])]
+    chosen = chosen.sort_values(["flybench", "change"], key=lambda c: c.map(CALL_ORDER) if c.name == "flybench" else c)
+    slower = chosen[chosen["flybench"] == "slower"]
+    st.subheader(f"{push}: {len(slower)} slower, {int((chosen['flybench'] == 'faster').sum())} faster, "
+                 f"{len(chosen)} cases")
+    st.caption("change: head against base, below 0 slower (times are inverted). flybench calls a change past the "
+               "larger of the step floor and noise_k x the main series' run-to-run noise on that runner "
+               "(flybench.toml [regress]); `source_regression` is the CI's own flag, `vs_main` its own figure.")
+    ui.table(chosen, f"pr-{pr}-cases", COLUMNS, column_config={
+        "change": st.column_config.NumberColumn("change", format="percent"),
+        "vs_main": st.column_config.NumberColumn("vs main (CI's own)", format="percent"),
+        "source_regression": st.column_config.CheckboxColumn("CI flag (theirs)"),
+        "ci_run": st.column_config.LinkColumn("CI run", display_text="open"),
+        "history": st.column_config.LinkColumn("history", display_text="open")})
+    ui.provenance_note(chosen)
+
+
+def push_table(cases: pd.DataFrame) -> pd.DataFrame:
+    """One row per push, newest first: its runners, cases, flybench's calls and the CI's own flags."""
+    pushes = cases.groupby("commit_hash").agg(
+        job_time=("job_time", "max"), runners=("machine", lambda m: ", ".join(sorted(set(m)))),
+        cases=("value", "size"), slower=("flybench", lambda c: int((c == "slower").sum())),
+        faster=("flybench", lambda c: int((c == "faster").sum())),
+        flagged=("source_regression", lambda f: int(f.fillna(False).astype(bool).sum())),
+        ci_runs=("source_run", lambda r: ", ".join(sorted(set(r.dropna().astype(str)))))).reset_index()
+    pushes = pushes.sort_values("job_time", ascending=False).reset_index(drop=True)
+    pushes["push"] = [f"{c[:8]} ({t:%Y-%m-%d %H:%M})" for c, t in zip(pushes["commit_hash"], pushes["job_time"])]
+    return pushes
+
+
+main()
