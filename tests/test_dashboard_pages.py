@@ -595,3 +595,24 @@ def test_a_store_without_pull_request_runs_says_where_they_come_from(db: Dashboa
     (info,) = texts(at, "info")
     assert info.startswith("No pull-request runs in this store.") and "flybench import flydsl-ci" in info \
         and "flybench gate" in info
+
+
+def test_steps_the_environment_made_are_listed_apart_never_as_regressions(
+        db: DashboardDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from dashboard import data
+    from flybench.regress.episodes import ENVIRONMENT
+
+    copy = tmp_path / "copy.duckdb"  # a file no other test has cached answers for
+    shutil.copy(db.path, copy)
+    monkeypatch.setenv("FLYBENCH_DB", str(copy))
+    read = data.LOADERS["regressions"]
+    monkeypatch.setitem(data.LOADERS, "regressions", lambda *a, **k: [
+        replace(r, kind=ENVIRONMENT) if r.kind == "step" else r for r in read(*a, **k)])
+    at = open_page(copy, "regressions", subject=PROJECT)
+    assert "No open regression for this selection." in texts(at, "success")
+    (heading,) = [h for h in texts(at, "subheader") if "environment" in h]
+    moved = frame(at, "commits")
+    assert heading == f"{len(moved)} step{'s' if len(moved) != 1 else ''} the environment made (not regressions)"
+    assert len(moved) > 0 and set(moved["kind"]) == {ENVIRONMENT}

@@ -20,6 +20,7 @@ import streamlit as st
 from dashboard import analysis, charts, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration, series_name
 from flybench.regress import load_config
+from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.report import literal_markdown
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "evidence", "run",
@@ -49,6 +50,7 @@ def main() -> None:
     for column in ("base_text", "head_text", "label"):
         rows[column] = [frames.mark(t, p) for t, p in zip(rows[column], rows["provenance"])]
     steps(rows[rows["kind"] == "step"])
+    environment_steps(rows[rows["kind"] == ENVIRONMENT])
     resource_changes(rows[rows["kind"] == "change"])
     if durations.any():
         st.caption(f"Not listed: {int(durations.sum())} steps in compile durations (how long a compile took on "
@@ -82,6 +84,22 @@ def steps(rows: pd.DataFrame) -> None:
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",
         "run": "first bad measured in", "history": st.column_config.LinkColumn("history", display_text="open")})
+
+
+def environment_steps(rows: pd.DataFrame) -> None:
+    """Steps that moved with the machine: listed apart, never counted as regressions (flybench.regress.episodes)."""
+    if rows.empty:
+        return
+    st.subheader(f"{len(rows)} step{'s' if len(rows) != 1 else ''} the environment made (not regressions)")
+    st.caption("At each of these commits, series of several workloads, or the baselines measured beside the "
+               "subject (`control_providers`), stepped the same way on the machine: a runner or driver episode, "
+               "not a kernel change (flybench.toml [regress] environment_workloads).")
+    rows = rows.assign(history=[ui.history_link(s, b, frames.case_text(p)) for s, b, p in
+                                zip(rows["subject"], rows["benchmark"], rows["params"])])
+    ui.table(rows, "environment-steps", COLUMNS, column_config={
+        "change": st.column_config.NumberColumn("change", format="percent"),
+        "base_text": "before", "head_text": "after", "commits": "last good..first bad",
+        "history": st.column_config.LinkColumn("history", display_text="open")})
 
 
 def resource_changes(rows: pd.DataFrame) -> None:
