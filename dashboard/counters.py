@@ -16,9 +16,10 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, ui
+from dashboard import charts, frames, ui
 from dashboard.names import provider_label
 from flybench.counters import DERIVED, format_figure
+from flybench.regress.report import literal_markdown
 
 SHOWN = ("hbm_over_min", "hbm_gbps", "l2_hit_rate", "matrix_busy", "occupancy", "lds_conflicts_per_instruction")
 """The figures drawn, in order: bytes against the minimum first, since the roofline reads bytes."""
@@ -84,6 +85,41 @@ def kernel_frame(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=KERNEL_COLUMNS)
 
 
+def diagnosis(figures: dict[str, float], kernels: pd.DataFrame, copy_gbps: float | None,
+              copy_basis: str = "") -> list[str]:
+    """A kernel engineer's reading of one profiled call's figures (counter name -> value), in plain sentences:
+    bandwidth against the machine's copy, bytes against the minimum, occupancy and matrix use, and the time
+    the secondary kernels take. Only what the figures hold is said."""
+    said = []
+    gbps = figures.get("hbm_gbps")
+    if gbps and copy_gbps:
+        share = gbps / copy_gbps
+        said.append(f"DRAM bandwidth {gbps:,.0f} GB/s is {share:.0%} of this machine's copy ({copy_gbps:,.0f} GB/s, "
+                    f"{copy_basis}): " + ("memory-bound and near the copy: fewer bytes is the only way left."
+                                          if share >= 0.7 else "well below the copy: memory is not what limits it "
+                                          "unless the bytes are far above the minimum." if share < 0.4 else
+                                          "a memory-bound kernel has room left to the copy."))
+    over = figures.get("hbm_over_min")
+    if over:
+        said.append(f"It moves {over:.2f}x the workload's minimum bytes"
+                    + (": re-reads or spills cost traffic." if over >= 1.25 else ": close to the minimum."))
+    occupancy = figures.get("occupancy")
+    if occupancy is not None:
+        said.append(f"Occupancy {occupancy:.0%}" + (": few waves to hide latency; registers or LDS per workgroup "
+                                                     "set that (Kernel resources)." if occupancy < 0.3 else "."))
+    busy = figures.get("matrix_busy")
+    if busy is not None:
+        said.append(f"Matrix units busy {busy:.0%} of the time.")
+    if len(kernels) > 1 and kernels["time (us)"].sum() > 0:
+        total = kernels["time (us)"].sum()
+        main = kernels.loc[kernels["time (us)"].idxmax()]
+        rest = total - main["time (us)"]
+        said.append(f"{len(kernels)} kernels: {main['kernel']} takes {main['time (us)']:.1f} of {total:.1f} us; the "
+                    f"other {len(kernels) - 1} take {rest:.1f} us ({rest / total:.0%})"
+                    + (", worth fusing." if rest / total >= 0.1 else "."))
+    return said
+
+
 def _first(values: dict, *names: str) -> float:
     """The first of these counters the kernel has (ncu's or rocprofv3's name), 0 without any."""
     return next((float(values[n]) for n in names if n in values), 0.0)
@@ -93,8 +129,8 @@ def section(load, benchmark: str, params: list[str], machines: list[str], subjec
             steps: pd.DataFrame) -> None:
     """The counters of the chosen case under its timing panels; `load` is dashboard.data.load."""
     st.subheader("Hardware counters")
-    frame = figure_frame(load("case_counters", benchmark=benchmark, params=params, machines=machines,
-                              subject=subject))
+    rows = load("case_counters", benchmark=benchmark, params=params, machines=machines, subject=subject)
+    frame = figure_frame(rows)
     if frame.empty:
         st.caption("No counter pass for this case yet: `flybench run --counters` on a GPU records them "
                    "(Nsight Compute on NVIDIA, rocprofv3 on ROCm; docs/counters.md).")
@@ -103,8 +139,13 @@ def section(load, benchmark: str, params: list[str], machines: list[str], subjec
                "sample (the profiler replays each kernel and flushes the caches). DRAM / minimum is the bytes the "
                "kernels moved over the workload's minimum-byte model.")
     ui.chart(chart(frame), frame, f"counters-{subject}", FIELDS, stretch=False)
+    reading(load, rows, benchmark, subject)
     measured = frame.drop_duplicates("commit_hash").sort_values("commit_date")
     hashes = list(measured["commit_hash"])
+    if len(hashes) < 2:
+        st.caption(f"One profiled commit ({hashes[0][:8]}): a why table needs two. `flybench run --counters` "
+                   "on another commit adds one.")
+        return
     labels = dict(zip(measured["commit_hash"], measured["short"] + " · " +
                       measured["commit_date"].dt.strftime("%Y-%m-%d").fillna("")))
     base_default, head_default = _pair(hashes, steps)
@@ -122,6 +163,27 @@ def section(load, benchmark: str, params: list[str], machines: list[str], subjec
                 if not kernels.empty:
                     st.caption(f"{machine} · {provider_label(json.loads(param).get('provider'))}")
                     ui.table(kernels, f"counters-kernels-{subject}-{machine}-{param}", KERNEL_COLUMNS)
+
+
+def reading(load, rows: pd.DataFrame, benchmark: str, subject: str) -> None:
+    """`diagnosis` of each provider and machine at its newest profiled commit, under the counter charts."""
+    newest = rows.sort_values("commit_date").groupby(["machine", "params"]).tail(1)[["machine", "params",
+                                                                                      "commit_hash"]]
+    latest = frames.provenance(load("latest_cases"))
+    for case in newest.itertuples():
+        at = rows[(rows["machine"] == case.machine) & (rows["params"] == case.params)
+                  & (rows["commit_hash"] == case.commit_hash)]
+        figures = dict(zip(at["counter"], at["value"]))
+        roofs = frames.ceilings(latest, case.machine)
+        copy = roofs[roofs["ceiling"] == "memory copy"]
+        kernels = kernel_frame(load("case_kernels", benchmark=benchmark, params=case.params, machine=case.machine,
+                                    commits=[case.commit_hash]))
+        said = diagnosis(figures, kernels, float(copy["gbps"].iloc[0]) if len(copy) else None,
+                         str(copy["basis"].iloc[0]) if len(copy) else "")
+        if said:  # kernel and machine names are data: literal text, never markup
+            who = literal_markdown(f"{provider_label(json.loads(case.params).get('provider'))} on {case.machine}")
+            st.markdown(f"**Reading, {who} at {case.commit_hash[:8]}**\n\n"
+                        + "\n".join(f"- {literal_markdown(line)}" for line in said))
 
 
 def _pair(hashes: list[str], steps: pd.DataFrame) -> tuple[str, str]:
