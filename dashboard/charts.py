@@ -196,15 +196,33 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
 
 
 def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
-    """One kernel: a small chart per metric, each architecture as a step line across commits."""
-    frame = frame[["metric_label", "arch", "commit_date", "value", "unit", "short", "message"]]
-    return alt.Chart(frame).mark_line(point=True, interpolate="step-after").encode(
-        x=alt.X("commit_date:T", title="commit date"),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
-        color=alt.Color("arch:N", title="architecture", scale=CATEGORIES, legend=alt.Legend(orient="right")),
-        tooltip=["arch:N", "metric_label:N", alt.Tooltip("value:Q", format=",~g"), "unit:N",
-                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"), "message:N"],
-    ).properties(height=PANEL_HEIGHT // 2, width=PANEL_WIDTH).facet(
+    """One kernel: a small chart per metric, each architecture as a step line across commits.
+
+    Architectures differ in colour, dash and point shape, so two with identical
+    values stay apart (the dashed one drawn over the solid). A failed compile
+    (`status` not ok) breaks its line and is a red cross on the panel's bottom
+    edge, never bridged as if the metric had held.
+    """
+    frame = frame[["metric_label", "arch", "commit_date", "value", "unit", "short", "message", "status"]].assign(
+        value=lambda f: f["value"].where(f["status"] == "ok"))
+    x = alt.X("commit_date:T", title="commit date")
+    arch = {"color": alt.Color("arch:N", title="architecture", scale=CATEGORIES, legend=alt.Legend(orient="right")),
+            "strokeDash": alt.StrokeDash("arch:N", title="architecture"),
+            "shape": alt.Shape("arch:N", title="architecture")}
+    tooltip = ["arch:N", "metric_label:N", alt.Tooltip("value:Q", format=",~g"), "unit:N",
+               alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"), "message:N",
+               "status:N"]
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=",~g", tickCount=4))
+    base = alt.Chart().encode(x=x)
+    layers = alt.layer(
+        base.mark_line(interpolate="step-after", invalid=None).encode(y=y, color=arch["color"],
+                                                                       strokeDash=arch["strokeDash"]),
+        base.mark_point(filled=True, size=45, opacity=1).encode(y=y, color=arch["color"], shape=arch["shape"],
+                                                                 tooltip=tooltip).transform_filter("datum.status == 'ok'"),
+        base.mark_point(shape="cross", size=120, filled=True, color="#d62728").encode(
+            y=alt.value({"expr": "height - 4"}), tooltip=tooltip).transform_filter("datum.status != 'ok'"),
+        data=frame)
+    return layers.properties(height=PANEL_HEIGHT // 2, width=PANEL_WIDTH).facet(
         row=alt.Row("metric_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                      labelOrient="top", labelFontWeight="bold")),
     ).resolve_scale(y="independent")

@@ -533,3 +533,18 @@ def _relative_noise(history: pd.DataFrame, limits: Any) -> float:
     points = [Point(c, v) for c, v in zip(history["commit_hash"], history["value"])]
     level = history["value"].median()
     return series_noise(points, limits) / level if len(points) >= 3 and level else np.nan
+
+
+def undone(found: pd.DataFrame, shown: pd.DataFrame) -> list[str]:
+    """For each resource change (`found`: arch, metric label, before, first_bad_date) of a kernel's rows
+    (`shown`: arch, metric_label, value, status, short, commit_date): 'at <commit> (<date>)' where a later
+    measured commit of the same architecture and metric has the value from before the change again; empty while
+    the change holds."""
+    ok = shown[shown["status"] == "ok"].sort_values("commit_date", kind="stable")
+    out = []
+    for change in found.itertuples():
+        series = ok[(ok["arch"] == change.arch) & (ok["metric_label"] == change.metric)]
+        later = series[series["commit_date"] > change.first_bad_date]
+        back = later[later["value"] == change.before]
+        out.append("" if back.empty else f"at {back['short'].iloc[0]} ({back['commit_date'].iloc[0]:%Y-%m-%d})")
+    return out

@@ -76,3 +76,12 @@ def test_each_dtype_is_held_against_its_own_roof_never_the_fp8_one() -> None:
     assert list(judged["of_roof"][:2]) == pytest.approx([700 / 989, 700 / 1979])
     assert judged["roof_basis"][0].startswith("bf16 matrix (vendor)")
     assert np.isnan(judged["of_roof"][2]) and judged["roof_basis"][2] == "no fp32 matrix roof for this machine"
+
+
+def test_a_resource_change_later_reverted_reads_as_undone() -> None:
+    dates = pd.to_datetime(["2026-06-01", "2026-06-02", "2026-06-03", "2026-06-04"])
+    shown = pd.DataFrame({"arch": ["gfx950"] * 4, "metric_label": ["VGPRs"] * 4, "value": [238, 256, 256, 238],
+                          "status": ["ok", "ok", "failed", "ok"], "short": ["a", "b", "c", "d"], "commit_date": dates})
+    found = pd.DataFrame({"arch": ["gfx950", "gfx950"], "metric": ["VGPRs", "VGPRs"], "before": [238, 256],
+                          "first_bad_date": [dates[1], dates[3]]})
+    assert frames.undone(found, shown) == ["at d (2026-06-04)", ""]

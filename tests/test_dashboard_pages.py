@@ -353,7 +353,13 @@ def test_kernel_resources_across_commits(db: DashboardDB) -> None:
     assert list(changes["base_text"]) == ["238 registers"] and list(changes["worse"]) == [True]
     assert list(changes["delta"]) == ["+18"] and list(changes["metric"]) == ["VGPRs"]
     assert list(changes["history"]) == [""]  # the compile_metrics table's rows are no benchmark's series
+    assert list(changes["undone"]) == [""]  # the change still holds
     assert charts(at) == 1
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    line = next(layer for layer in spec["spec"]["layer"] if layer["mark"]["type"] == "line")
+    assert line["mark"]["invalid"] is None and line["encoding"]["strokeDash"]["field"] == "arch"  # breaks, dashes
+    at.toggle(key="by_commit").set_value(True).run()  # the changes in commit order, newest first
+    assert not at.exception and list(frame(at, "worse")["undone"]) == [""]
 
 
 def test_roofline_uses_the_measured_ceilings(db: DashboardDB) -> None:

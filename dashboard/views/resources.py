@@ -19,8 +19,8 @@ from flybench.regress import load_config
 
 COLUMNS = ["kernel_name", "arch", "metric_label", "value", "unit", "short", "commit_date", "message", "status", "why",
            "origin", "subject", "machine"]
-CHANGE_COLUMNS = ["arch", "metric", "commits", "base_text", "head_text", "delta", "change", "first_bad_date",
-                  "message", "author", "worse", "history", "machine"]
+CHANGE_COLUMNS = ["arch", "metric", "commits", "base_text", "head_text", "delta", "change", "undone",
+                  "first_bad_date", "message", "author", "worse", "history", "machine"]
 
 
 def main() -> None:
@@ -50,9 +50,12 @@ def main() -> None:
     ui.table(table.map(lambda v: "" if pd.isna(v) else f"{v:,g}").reset_index(), "resources-newest")
     st.caption("A blank cell: the metric does not exist on that architecture (AGPRs on NVIDIA, say).")
     st.subheader("Across commits")
-    st.caption("A panel per metric, a step line per architecture; hover a point for its commit and message.")
-    ui.chart(charts.resource_lines(shown[shown["status"] == "ok"]), shown, "resources-history", COLUMNS,
-             stretch=False)
+    failed = int((shown["status"] != "ok").sum())
+    st.caption("A panel per metric, a step line per architecture (colour, dash and point shape apart, so identical "
+               "values on two architectures stay visible); hover a point for its commit and message."
+               + (f" ✕ on a panel's bottom edge: one of {failed} failed compiles, where the line breaks."
+                  if failed else ""))
+    ui.chart(charts.resource_lines(shown), shown, "resources-history", COLUMNS, stretch=False)
     changes(shown)
     durations(facets, kernel)
 
@@ -87,7 +90,13 @@ def changes(shown: pd.DataFrame) -> None:
     found["author"] = found["first_bad"].map(about["author"]).fillna("")
     series = shown.drop_duplicates(["arch", "metric_label"]).set_index(["arch", "metric_label"])
     found["history"] = [history_link(series.loc[key]) for key in zip(found["arch"], found["metric"])]
+    found["undone"] = frames.undone(found, shown)
     st.subheader("Every change (exact)")
+    by_commit = st.toggle("Order by commit (newest first) instead of by how directly it costs speed",
+                          key="by_commit", bind="query-params")
+    if by_commit:
+        found = found.sort_values("first_bad_date", ascending=False, kind="stable")
+    st.caption("`undone`: a later commit brought the metric back to its value before the change.")
     ui.table(found, "resources-changes", CHANGE_COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last..first changed",
@@ -117,8 +126,7 @@ def durations(facets: pd.DataFrame, kernel: str) -> None:
     arch = rows["params"].map(lambda p: frames.params_dict(p).get("arch"))
     rows = prepare(rows.assign(kernel=kernel, metric="compile_time", origin=rows["benchmark"],
                                arch=arch.fillna(rows["arch"])))
-    ui.chart(charts.resource_lines(rows[rows["status"] == "ok"]), rows, "resources-durations", COLUMNS,
-             stretch=False)
+    ui.chart(charts.resource_lines(rows), rows, "resources-durations", COLUMNS, stretch=False)
 
 
 main()
