@@ -35,6 +35,7 @@ from asv.results import Results
 
 from flybench import benchmark_names
 from flybench.errors import FlybenchError
+from flybench.store.files import BadInput
 
 BAD_FILE = (util.UserError, ValueError, TypeError, KeyError, IndexError, AttributeError, OSError, ArithmeticError)
 """What a malformed or unreadable file raises while it is read; reported per file."""
@@ -52,6 +53,7 @@ class BenchmarkDef:
     unit: str | None
     type: str | None
     version: str | None
+    source: str | None = None  # the benchmarks.json it was read from: its results files are checked against it
 
 
 def load_benchmarks(path: Path) -> dict[str, BenchmarkDef]:
@@ -68,15 +70,56 @@ def load_benchmarks(path: Path) -> dict[str, BenchmarkDef]:
             if type(version) is int and version > Benchmarks.api_version:
                 raise util.UserError(f"format version {version} is newer than this asv understands: upgrade asv")
             raise util.UserError("not an asv benchmarks.json (an object of benchmarks with a format 'version')")
-        return {
-            name: BenchmarkDef(
-                name, list(entry.get("param_names") or []), list(entry.get("params") or []),
-                entry.get("unit"), entry.get("type"), entry.get("version"),
-            )
-            for name, entry in data.items()
-        }
+        return {name: _definition(name, entry, path) for name, entry in data.items()}
     except BAD_FILE as exc:
         raise FlybenchError(f"{path}: {exc}") from exc
+
+
+def _definition(name: str, entry: Any, path: Path) -> BenchmarkDef:
+    """One entry of benchmarks.json, refused where a field holds what asv never writes there."""
+    if type(entry) is not dict:
+        raise BadInput(f"benchmark {name!r}: its entry must be an object (asv writes one per benchmark), "
+                       f"but it is {describe(entry)}; asv writes benchmarks.json with each run: restore that file")
+    names, params = entry.get("param_names") or [], entry.get("params") or []
+    wrong = (_not_a_list_of(names, str, "param_names", "a list of names (text)")
+             or _not_a_list_of(params, list, "params", "a list of lists of values, one list per parameter")
+             or next((f"{key!r} must be text, but it is {describe(entry[key])}" for key in ("unit", "type", "version")
+                      if not _is_text(entry.get(key))), None))
+    if wrong is None and len(names) != len(params):
+        wrong = (f"'param_names' names {len(names)} parameters, but 'params' holds {len(params)} lists of values; "
+                 "asv writes one list per name")
+    if wrong is not None:
+        raise BadInput(f"benchmark {name!r}: {wrong}; asv writes benchmarks.json with each run: restore that file")
+    return BenchmarkDef(name, names, params, entry.get("unit"), entry.get("type"), entry.get("version"), str(path))
+
+
+_MISSING = object()
+
+
+def describe(value: Any) -> str:
+    """A JSON value as the person who wrote the file sees it: its kind, and the value where it is short."""
+    if value is _MISSING:
+        return "missing"
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return f"the boolean {str(value).lower()}"
+    if type(value) in (int, float):
+        text = repr(value)
+        return f"the number {text if len(text) <= 24 else f'{text[:12]}... ({len(text)} digits)'}"
+    if type(value) is str:
+        return f"the text {value[:40]!r}" + ("..." if len(value) > 40 else "")
+    if type(value) is list:
+        return f"a list of {len(value)} value{'s' if len(value) > 1 else ''}" if value else "an empty list"
+    return "an object" if type(value) is dict else type(value).__name__
+
+
+def _not_a_list_of(value: Any, item: type, field: str, expected: str) -> str | None:
+    """What is wrong with `field` if it is not a list of `item`s, else None."""
+    if type(value) is not list:
+        return f"{field!r} must be {expected}, but it is {describe(value)}"
+    bad = next((i for i, v in enumerate(value) if type(v) is not item), None)
+    return None if bad is None else f"{field!r} must be {expected}, but its item {bad} is {describe(value[bad])}"
 
 
 def machine_row(path: Path) -> dict[str, Any]:
@@ -87,10 +130,20 @@ def machine_row(path: Path) -> dict[str, Any]:
     (`accelerator: none` on a CPU). Nothing is read from the machine's
     name, which is whatever its owner chose (`ubuntu-22.04`, say).
     """
-    data = util.load_json(str(path), api_version=1)
-    name = data["machine"]
-    if not isinstance(name, str) or not name:
-        raise ValueError("'machine' must be a non-empty string")
+    data = util.load_json(str(path))
+    if type(data) is not dict:
+        raise BadInput(f"not an asv machine.json: it holds {describe(data)}, and asv writes an object of the "
+                       "machine's facts (machine, os, arch, cpu, num_cpu, ram) with its format 'version' 1")
+    version = data.pop("version", _MISSING)
+    if version != 1:
+        raise BadInput(f"its format 'version' must be 1 (asv's machine.json), but it is {describe(version)}")
+    name = data.get("machine", _MISSING)
+    if type(name) is not str or not name:
+        raise BadInput(f"'machine' must be the machine's name (text), but it is {describe(name)}")
+    wrong = next((key for key in ("os", "arch", "cpu", "num_cpu", "ram") if type(data.get(key)) in (list, dict)), None)
+    if wrong is not None:
+        raise BadInput(f"{wrong!r} must be text (asv writes what it found out about the machine), but it is "
+                       f"{describe(data[wrong])}")
     cpu = _text(data.get("cpu"))
     accelerator = next((part.strip()[len("accelerator:"):].strip() for part in (cpu or "").split(";")
                         if part.strip().startswith("accelerator:")), None) or None
@@ -150,6 +203,7 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
     if content is None:
         content = path.read_bytes()
     data, by_orjson = _load_results_json(path, content)
+    _check_machine(path, data, machine)
     # orjson reads an integer beyond 64 bits as a float; one search of the bytes (a few microseconds for
     # a small file) spares the float columns of nearly every file their checks (see `_read_direct`).
     big_floats_not_plain = by_orjson and _may_hold_a_big_integer(content)
@@ -161,6 +215,19 @@ def read_results(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef],
     except Exception:  # noqa: BLE001 - not the plain shape: asv's loader reads it, or says what is wrong
         check_results(data)  # the shapes the direct reader refuses that asv's loader would misread
         return _read_with_asv(path, machine, benchmarks)
+
+
+def _check_machine(path: Path, data: dict[str, Any], machine: str) -> None:
+    """Refuse a results file that names another machine than the machine.json beside it (as asv's loader does),
+    saying which two names differ, and where."""
+    named = data["params"].get("machine", _MISSING) if type(data.get("params")) is dict else machine
+    if named != machine:
+        shown = repr(named) if type(named) is str else describe(named)
+        raise BadInput(
+            f"its params.machine is {shown}, but the machine.json of its folder {path.parent.name!r} names the "
+            f"machine {machine!r}: asv keeps each machine's results in a folder of its own, named after it. "
+            "Correct the name that is wrong (the folder and its machine.json's \"machine\" name the machine "
+            "these results were measured on), then ingest again")
 
 
 def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = True) -> tuple[Any, bool]:
@@ -180,9 +247,9 @@ def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = T
     if data is None:
         _plain_json(path, content if content is not None else path.read_bytes())  # raises: why it is not JSON
     if type(data) is not dict or type(data.get("version")) is not int:
-        what = type(data).__name__ if type(data) is not dict else f"an object of keys {sorted(data)[:5]}"
-        raise ValueError(f"not an asv results file: it holds {what}, and asv writes an object with its "
-                         "format 'version' and 'results'")
+        what = describe(data) if type(data) is not dict else f"an object of keys {sorted(data)[:5]}"
+        raise BadInput(f"not an asv results file: it holds {what}, and asv writes an object with its "
+                       "format 'version' and 'results'")
     return util.load_json(str(path), Results.api_version), False  # newer than this asv: asv's own advice
 
 
@@ -191,17 +258,29 @@ def _plain_json(path: Path, content: bytes) -> Any:
     try:
         text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"not UTF-8 JSON text (a binary file?): byte {exc.start} cannot be decoded") from None
+        raise BadInput(f"not UTF-8 JSON text (a binary file?): byte {exc.start} cannot be decoded") from None
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}; asv writes results files as JSON") from None
+        raise BadInput(f"not JSON: {exc}; asv writes results files as JSON") from None
 
 
 _UNIQUE: dict[str, list[list[Any]]] = {}
 """Per benchmark, the parameter lists last found to give distinct combinations."""
 
 _REQUIRED = ("commit_hash", "env_name", "date", "python", "params", "requirements", "result_columns", "results")
+_FIELDS = (  # the fields of a results file (format 2), what asv writes in each, and how to say it
+    ("commit_hash", (str,), "text (the commit's hash)"),
+    ("env_name", (str,), "text (the environment's name)"),
+    ("date", (int, float, type(None)), "a number (the commit's date, in ms since the epoch) or null"),
+    ("python", (str,), "text (the Python version)"),
+    ("params", (dict,), "an object (the environment's parameters: machine, python, ...)"),
+    ("requirements", (dict,), "an object (package: version)"),
+    ("env_vars", (dict,), "an object (variable: value)"),
+    ("durations", (dict,), "an object (benchmark: seconds)"),
+    ("result_columns", (list,), "a list of column names"),
+    ("results", (dict,), "an object (benchmark: its values, one per result column)"),
+)
 
 
 MAX_COMBINATIONS = 100_000
@@ -217,33 +296,34 @@ def check_results(data: dict[str, Any]) -> None:
     """
     missing = [key for key in _REQUIRED if key not in data]
     if missing:
-        raise ValueError(f"not an asv results file: no {', '.join(map(repr, missing))}")
+        raise BadInput(f"not an asv results file: no {', '.join(map(repr, missing))}")
+    wrong = next(((key, expected) for key, types, expected in _FIELDS if key in data and type(data[key]) not in types),
+                 None)
+    if wrong is not None:
+        raise BadInput(f"{wrong[0]!r} must be {wrong[1]}, but it is {describe(data[wrong[0]])}")
     columns, results = data["result_columns"], data["results"]
-    if type(columns) is not list or not all(type(c) is str for c in columns) or type(results) is not dict:
-        raise ValueError("'result_columns' must be a list of names and 'results' an object")
+    if not all(type(c) is str for c in columns):
+        raise BadInput(_not_a_list_of(columns, str, "result_columns", "a list of column names"))
     unknown = [c for c in columns if c not in _KNOWN_COLUMNS]
     if unknown:
-        raise ValueError(f"unknown result columns {unknown}: asv writes {sorted(_KNOWN_COLUMNS)}")
+        raise BadInput(f"unknown result columns {unknown}: asv writes {sorted(_KNOWN_COLUMNS)}")
     at = {column: i for i, column in enumerate(columns)}
     for name, entry in results.items():
         if type(entry) is not list:
-            raise ValueError(f"benchmark {name!r}: its entry must be a list of values, one per result column")
+            raise BadInput(f"benchmark {name!r}: its entry must be a list of values, one per result column, but it "
+                           f"is {describe(entry)}")
         if len(entry) > len(columns):
-            raise ValueError(f"benchmark {name!r}: {len(entry)} values for {len(columns)} columns {columns}")
-        params = entry[at["params"]] if at.get("params", len(entry)) < len(entry) else []
-        if type(params) is not list or not all(type(values) is list for values in params):
-            raise ValueError(f"benchmark {name!r}: 'params' must be a list of lists of values")
+            raise BadInput(f"benchmark {name!r}: {len(entry)} values for {len(columns)} columns {columns}")
+        column = {key: entry[i] for key, i in at.items() if i < len(entry)}
+        params = column.get("params", [])
+        wrong = _not_a_list_of(params, list, "params", "a list of lists of values, one list per parameter")
+        if wrong is not None:
+            raise BadInput(f"benchmark {name!r}: {wrong}")
         combinations = math.prod(len(values) for values in params)
         if combinations > MAX_COMBINATIONS:  # before anything expands it: a 250^3 grid took minutes and gigabytes
-            raise ValueError(f"benchmark {name!r}: its parameter grid has {combinations:,} combinations, more than "
-                             f"the {MAX_COMBINATIONS:,} one results file may hold for a benchmark")
-        for column in ("result", "samples", *(f"stats_{s}" for s in _STATS)):
-            i = at.get(column, len(entry))
-            values = entry[i] if i < len(entry) else None
-            if values is not None and (type(values) is not list or len(values) != combinations):
-                count = len(values) if type(values) is list else type(values).__name__
-                raise ValueError(f"benchmark {name!r}: {count} {column.replace('result', 'results')} for "
-                                 f"{combinations} parameter combinations; asv writes one per combination")
+            raise BadInput(f"benchmark {name!r}: its parameter grid has {combinations:,} combinations, more than "
+                           f"the {MAX_COMBINATIONS:,} one results file may hold for a benchmark")
+        _check_entry_values(name, column, combinations)
         if _UNIQUE.get(name) == params:
             continue
         texts = [json.dumps([_literal(v) for v in combo], default=str) for combo in itertools.product(*params)]
@@ -251,8 +331,28 @@ def check_results(data: dict[str, Any]) -> None:
             _UNIQUE[name] = params  # every file of a tree repeats the same lists: checked once
         else:
             twice = next(t for t in texts if texts.count(t) > 1)
-            raise ValueError(f"benchmark {name!r} holds the parameter combination {twice} twice (as different "
-                             "reprs of one value): a combination must name one case")
+            raise BadInput(f"benchmark {name!r} holds the parameter combination {twice} twice (as different "
+                           "reprs of one value): a combination must name one case")
+
+
+def _check_entry_values(name: str, column: dict[str, Any], combinations: int) -> None:
+    """Refuse a benchmark's entry whose per-case columns are not lists of one value per parameter combination
+    (or null): asv's loader would take a shorter list as cases that failed. Their values are left to the readers,
+    as asv's loader reads some that are not plain numbers (a sample written as text)."""
+    for key in ("result", "samples", *(f"stats_{s}" for s in _STATS)):
+        values = column.get(key)
+        if values is None:
+            continue
+        what = "a list of sample lists" if key == "samples" else "a list of values"
+        if type(values) is not list:
+            raise BadInput(f"benchmark {name!r}: its {key!r} must be {what}, one per parameter combination, or "
+                           f"null, but it is {describe(values)}")
+        if len(values) != combinations:
+            raise BadInput(f"benchmark {name!r}: {len(values)} {key.replace('result', 'results')} for "
+                           f"{combinations} parameter combinations; asv writes one per combination")
+        bad = next((v for v in values if v is not None and type(v) is not list), None) if key == "samples" else None
+        if bad is not None:
+            raise BadInput(f"benchmark {name!r}: its 'samples' must be {what} (or null), but it holds {describe(bad)}")
 
 
 def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]) -> ResultsFile:
@@ -269,12 +369,16 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
             copy = Path(folder) / path.parent.name / path.name
             copy.parent.mkdir()
             util.write_json(str(copy), data, Results.api_version, compact=True)
-            results = Results.load(str(copy), machine_name=machine)
+            try:
+                results = Results.load(str(copy), machine_name=machine)
+            except util.UserError as exc:  # asv names the file it read: the person's own, not the copy
+                raise util.UserError(str(exc).replace(str(copy), str(path))) from None
     rows = []
     for name in sorted(results.get_all_result_keys()):
         raw_params = results.get_result_params(name)
         combos = list(itertools.product(*raw_params))
         definition = definition_of(benchmarks, name, len(raw_params))
+        check_definition(name, definition, raw_params, results.benchmark_version.get(name))
         names = _param_names(definition, len(raw_params))
         values = results.get_result_value(name, raw_params)
         stats = results.get_result_stats(name, raw_params)
@@ -298,7 +402,7 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
             })
     keys = [(row["benchmark"], row["params"]) for row in rows]
     if len(set(keys)) < len(keys):
-        raise ValueError(f"{path} holds a benchmark's parameter combination twice: asv writes each once")
+        raise BadInput(f"{path} holds a benchmark's parameter combination twice: asv writes each once")
     environment = _environment(machine, results.env_name, results.params, results._requirements,  # no getter
                                results.env_vars)
     return ResultsFile(results.commit_hash, _timestamp(results.date), environment, rows)
@@ -412,12 +516,13 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
     if type(data) is not dict:
         raise _NotPlain
     env_params, commit_hash, env_name = data["params"], data["commit_hash"], data["env_name"]
-    requirements, date, _ = data["requirements"], data["date"], data["python"]
+    requirements, date, python = data["requirements"], data["date"], data["python"]
     env_vars = data.get("env_vars", {})
     durations = data.get("durations", {})
     columns, results = data["result_columns"], data["results"]
     if (type(env_params) is not dict or env_params.get("machine") != machine or not _is_text(env_params.get("python"))
             or type(commit_hash) is not str or type(env_name) is not str or type(durations) is not dict
+            or type(python) is not str or type(requirements) is not dict or type(env_vars) is not dict
             or type(results) is not dict or type(columns) is not list or not _KNOWN_COLUMNS.issuperset(columns)
             or len(set(columns)) != len(columns)):
         raise _NotPlain
@@ -440,13 +545,13 @@ def _read_direct(data: Any, machine: str, benchmarks: dict[str, BenchmarkDef],
                 len(v) for v in raw_params) > MAX_COMBINATIONS:
             raise _NotPlain  # `check_results` says what is wrong, before anything expands the grid
         definition = definition_of(benchmarks, name, len(raw_params) if type(raw_params) is list else 0)
-        known = _PARAMS.get(name)  # `_params_texts`, its usual answer without the call
-        if known is not None and known[0] is definition and known[1] == raw_params:
-            texts = known[2]
-        else:
-            texts = _params_texts(name, definition, raw_params)
-        unit = (definition.unit if definition else None) or _unit_of(name)
         version = entry[i_version] if i_version < width else None
+        known = _PARAMS.get(name)  # `_params_texts`, its usual answer without the call
+        if known is not None and known[0] is definition and known[1] == raw_params and known[2] == version:
+            texts = known[3]
+        else:
+            texts = _params_texts(name, definition, raw_params, version)
+        unit = (definition.unit if definition else None) or _unit_of(name)
         duration = entry[i_duration] if i_duration < width else durations.get(name)
         if not (_is_text(unit) and _is_text(version) and (duration is None or type(duration) in (int, float))):
             raise _NotPlain
@@ -523,23 +628,25 @@ def _flat(column: list[list[Any]], value_type: pa.DataType | None, from_pandas: 
     return nested.flatten()
 
 
-_PARAMS: dict[str, tuple[BenchmarkDef | None, list[list[str]], list[str]]] = {}
+_PARAMS: dict[str, tuple[BenchmarkDef | None, list[list[str]], Any, list[str]]] = {}
 
 
-def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -> list[str]:
+def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any, version: Any) -> list[str]:
     """The params text of each of a benchmark's combinations, in asv's order.
 
     Every results file of a tree repeats the same parameter lists, so the
-    texts are kept per benchmark and reused while its params and definition
-    are the same. Only lists of asv's repr strings are plain (and only they
-    are kept: 1 == 1.0 == True, but a string equals only a string).
+    texts are kept per benchmark and reused (with the check against the
+    definition passed) while its params, version and definition are the
+    same. Only lists of asv's repr strings are plain (and only they are
+    kept: 1 == 1.0 == True, but a string equals only a string).
     """
     known = _PARAMS.get(name)
-    if known is not None and known[0] is definition and known[1] == raw_params:
-        return known[2]
+    if known is not None and known[0] is definition and known[1] == raw_params and known[2] == version:
+        return known[3]
     if type(raw_params) is not list or not all(
             type(values) is list and all(type(v) is str for v in values) for values in raw_params):
         raise _NotPlain
+    check_definition(name, definition, raw_params, version)
     param_names = _param_names(definition, len(raw_params))
     if not all(type(n) is str for n in param_names):
         raise _NotPlain
@@ -547,8 +654,72 @@ def _params_texts(name: str, definition: BenchmarkDef | None, raw_params: Any) -
     texts = [params_json(dict(zip(param_names, (_literal(p) for p in combo)))) for combo in combos]
     if len(set(texts)) != len(texts):
         raise _NotPlain  # a combination twice, maybe as two reprs of one value: `check_results` says which
-    _PARAMS[name] = (definition, raw_params, texts)
+    _PARAMS[name] = (definition, raw_params, version, texts)
     return texts
+
+
+def check_definition(name: str, definition: BenchmarkDef | None, raw_params: list[list[Any]], version: Any) -> None:
+    """Refuse a benchmark's results that the benchmarks.json naming their parameters contradicts.
+
+    A results file does not carry its parameters' names: benchmarks.json
+    gives them, by position, so a definition in another order relabels
+    every row (`dtype: rocblas, provider: bf16`). What the data lets one check:
+
+    - the count, where the results were measured by the benchmark version
+      the definition describes (asv's version hashes the benchmark's code,
+      whose signature takes the parameters); another version may have had
+      other parameters, and is named p0, p1, ... as before;
+    - the order: values at a position that the definition lists under
+      another parameter, and none of them under this one. A value it does
+      not list at all contradicts nothing: a case may have left the suite.
+
+    Only definitions read from the tree's benchmarks.json are checked (not
+    stored ones, nor those borrowed from a sibling method).
+    """
+    if definition is None or definition.source is None:
+        return
+    names = definition.param_names
+    if len(raw_params) != len(names):
+        if version is not None and version == definition.version:
+            raise BadInput(
+                f"benchmark {name!r} has {len(raw_params)} parameter lists here, but {definition.source} names "
+                f"{len(names)} parameters ({', '.join(names) or 'none'}) for the same benchmark version "
+                f"{str(version)[:12]}: the two files describe different benchmarks. {WHAT_TO_DO}")
+        return
+    here = [{_value_key(v) for v in values} for values in raw_params]
+    found = misplaced(here, [{_value_key(v) for v in values} for values in definition.params])
+    if found is not None:
+        i, j = found
+        raise BadInput(
+            f"benchmark {name!r}: its parameter {i + 1} here takes {shown(here[i])}, which {definition.source} "
+            f"lists under {names[j]!r}, not under {names[i]!r}: the param_names there ({', '.join(names)}) are not "
+            f"in the order of this file's params, and its rows would be named wrongly. {WHAT_TO_DO}")
+
+
+def misplaced(here: list[set[str]], listed: list[set[str]]) -> tuple[int, int] | None:
+    """(i, j) where the values at position i are all listed at position j, and none of them at i: the sign of two
+    names in another order. Values listed nowhere prove nothing (a case that left the suite since)."""
+    for i, values in enumerate(here):
+        if not values or values & listed[i]:
+            continue
+        j = next((j for j, other in enumerate(listed) if j != i and values <= other), None)
+        if j is not None:
+            return i, j
+    return None
+
+
+def shown(values: set[str]) -> str:
+    """A few of `values`, for a message."""
+    return ", ".join(sorted(values)[:3]) + (", ..." if len(values) > 3 else "")
+
+
+WHAT_TO_DO = ("Ingest this file with the benchmarks.json written with it (asv run writes one), or correct the "
+               "benchmark's param_names and params there")
+
+
+def _value_key(value: Any) -> str:
+    """A parameter value (asv's repr text) as a set member; anything else by its JSON text."""
+    return value if type(value) is str else json.dumps(value, sort_keys=True, default=str)
 
 
 def _values_and_status(value: pa.Array) -> dict[str, pa.Array]:
@@ -753,7 +924,7 @@ def _timestamp(js_ms: int | None) -> dt.datetime | None:
     if js_ms is None:
         return None
     if not isinstance(js_ms, (int, float)) or not EARLIEST_MS <= js_ms < LATEST_MS:
-        raise ValueError(f"date {js_ms!r} is not a time between 2000 and 2100 in ms since the epoch")
+        raise BadInput(f"date {js_ms!r} is not a time between 2000 and 2100 in ms since the epoch")
     return dt.datetime.fromtimestamp(js_ms / 1000, tz=dt.timezone.utc).replace(tzinfo=None)
 
 

@@ -21,7 +21,7 @@ from flybench.benchmark_names import benchmark_name
 from flybench.counters import DERIVED, WATCHED_DERIVED
 from flybench.counters import record as counter_records
 from flybench.measure.record import key_of
-from flybench.store.files import FileTracker
+from flybench.store.files import FileError, FileTracker, reason
 
 KIND = "counters"
 CASE_COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params", "status", "reason", "tool",
@@ -41,18 +41,18 @@ def beside(results_file: Path) -> Path:
 
 
 def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, paths: list[Path],
-                    warnings: list[str]) -> int:
+                    warnings: list[str], errors: list[FileError]) -> int:
     """Store every changed counter file; returns the counter rows written. Runs each file in its own
-    transaction, so one file that cannot be read keeps the others (and its own old rows)."""
+    transaction, so one file that cannot be read (an error of the ingest) keeps the others and its own old rows."""
     written = 0
     for path in paths:
         if tracker.is_unchanged(path, KIND):
             continue
-        fingerprint = tracker.fingerprint(path, KIND)
         try:
+            fingerprint = tracker.fingerprint(path, KIND)
             records, skipped = counter_records.read(path)
         except (OSError, UnicodeDecodeError) as exc:
-            warnings.append(f"{path}: not loaded: {type(exc).__name__}: {exc}")
+            errors.append(FileError(str(path), f"{reason(exc)}; its counter rows were not loaded"))
             continue
         warnings += skipped
         relpath = tracker.relpath(path)

@@ -1,18 +1,51 @@
-"""Which files were ingested, and whether they changed since.
+"""Which files were ingested, whether they changed since, and why one was not.
 
 A file is unchanged when its size and mtime match what was stored; when they
 differ its sha256 decides, so a file that was only touched (copied, checked
 out again) is not read twice. Paths are stored relative to the results
-directory so a moved results tree is still recognised.
+directory so a moved results tree is still recognised. Something at a
+file's path that cannot be read (no permission, a folder, a broken link) is
+never taken as unchanged: reading it says why, in the report, every time.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+
+
+@dataclass(frozen=True)
+class FileError:
+    """A file that was not ingested, and why."""
+
+    path: str
+    message: str
+
+
+class BadInput(ValueError):
+    """What is wrong with a file's content, worded for the person who reads the report (shown as it is)."""
+
+
+def reason(exc: BaseException) -> str:
+    """What a file's error says in the report.
+
+    flybench's own refusals (`BadInput`) are shown as they are; a file that
+    cannot be read gets what to do about it; anything else (asv's or
+    Python's words) keeps its exception's name, which is part of what it says.
+    """
+    if isinstance(exc, BadInput):
+        return str(exc)
+    said = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{said}; make it readable (chmod u+r) and ingest again (what was stored from it is kept)"
+    if isinstance(exc, OSError) and exc.errno == errno.EISDIR:
+        return f"{said}; a folder is named like a file asv or flybench writes here: move it aside and ingest again"
+    return said
 
 
 @dataclass(frozen=True)
@@ -63,11 +96,14 @@ class FileTracker:
         """True when the file is as last ingested (an absent file is unchanged if it was never there)."""
         known = self._known.get(self.relpath(path))
         if known is None or not path.is_file():
-            return known is None and not path.is_file()
-        stat = path.stat()
-        if (stat.st_mtime_ns, stat.st_size) == known[:2]:
-            return True
-        current = self.fingerprint(path, kind)
+            return known is None and not os.path.lexists(path)  # a folder or a broken link is read, to say why
+        try:
+            stat = path.stat()
+            if (stat.st_mtime_ns, stat.st_size) == known[:2]:
+                return True
+            current = self.fingerprint(path, kind)
+        except OSError:
+            return False  # cannot be read now: reading it says why, and its stored rows stay
         if current.sha256 != known[2]:
             return False
         # Same bytes, new mtime: remember it (at the next flush) to skip the hash next time.

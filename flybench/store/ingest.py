@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as dt
+import errno
 import gc
 import itertools
 import json
@@ -23,7 +24,7 @@ import signal
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
@@ -43,7 +44,7 @@ from flybench.store import heads, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
                                       machine_row, read_results)
 from flybench.store.db import DEFAULT_DB, connect, is_fault
-from flybench.store.files import FileTracker, Fingerprint, fingerprint, read_fingerprinted
+from flybench.store.files import FileError, FileTracker, Fingerprint, fingerprint, read_fingerprinted, reason
 
 RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
@@ -52,14 +53,6 @@ RESULT_COLUMNS = (
     "roofline_fraction", "device", "run_id", "source_file", "flops", "bytes", "floor_s", "rounds",
     "round_spreads",
 )
-
-
-@dataclass(frozen=True)
-class FileError:
-    """A file that was not ingested, and why."""
-
-    path: str
-    message: str
 
 
 @dataclass
@@ -102,6 +95,7 @@ def ingest(
     config: str | Path | None = None,
     branch: str | None = None,
     prune: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IngestReport:
     """Load every new or changed results file under `results_dir` into `db_path`.
 
@@ -111,7 +105,8 @@ def ingest(
     be filed under the wrong repository. `branch`, when the caller knows it
     (nightly on main, a PR branch), is recorded for the commits read in this
     run. Stored files that this tree lacks are kept (a tree is often one
-    runner's artifact among several) unless `prune` is set.
+    runner's artifact among several) unless `prune` is set. `progress`, if
+    given, is told (files read, files to read) as each file is read.
     """
     root = Path(results_dir)
     if not root.is_dir():
@@ -132,13 +127,38 @@ def ingest(
                             "stored or removed; make them readable (chmod u+rx) and ingest again")
     # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
-    readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs))
+    readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs), progress)
     try:
-        with connect(db_path) as conn:
+        with size_limit_as_advice(db_path), connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
     finally:
         readers.close()
     return report
+
+
+@contextmanager
+def size_limit_as_advice(db_path: str | Path) -> Iterator[None]:
+    """A write past the largest file allowed here (EFBIG: `ulimit -f`, or the file system's own limit) ends the
+    command as a full disk does (flybench.store.db): saying what was kept and what to do, with exit status 2."""
+    try:
+        yield
+    except (duckdb.Error, OSError) as exc:
+        if not _over_size_limit(exc):
+            raise
+        raise FlybenchError(
+            f"{db_path} reached the largest file allowed here ({str(exc).strip()}): results files stored before it "
+            "are kept, nothing was stored for the files not yet written. Raise the limit (`ulimit -f`) or pass a "
+            "--db on a file system that takes larger files, and run the same command again: files already stored "
+            "are skipped") from exc
+
+
+def _over_size_limit(exc: BaseException) -> bool:
+    return (isinstance(exc, OSError) and exc.errno == errno.EFBIG) or "File too large" in str(exc)
+
+
+def _is_fault(exc: BaseException) -> bool:
+    """Whether no later write can succeed: a fault of the file or its disk (`is_fault`), or its size limit."""
+    return is_fault(exc) or _over_size_limit(exc)
 
 
 def _listing(root: Path) -> list[Path]:
@@ -255,9 +275,9 @@ def _ingest_files(
         if files:
             machines.append(_plan_machine(tracker, report, machine_dir, files, reread_all))
     outcomes = readers.read([task for plan in machines if not isinstance(plan, FileError) for task in plan[1]])
-    batch = _Batch(conn, tracker, report, branch)
     stored = {row[0]: dict(zip(_MACHINE_COLUMNS, row)) for row in conn.execute(
         f"SELECT {', '.join(_MACHINE_COLUMNS)} FROM machines").fetchall()}
+    batch = _Batch(conn, tracker, report, branch, set(stored))
     try:
         for plan in machines:
             if isinstance(plan, FileError):
@@ -270,12 +290,12 @@ def _ingest_files(
     batch.store()
     counter_paths = stored_counters.counter_files(machine_dirs)
     seen.update(tracker.relpath(p) for p in counter_paths)
-    # a results file that was refused (a copy of another, a broken one) takes its counter file with it
-    refused = {str(stored_counters.beside(Path(error.path))) for error in report.errors}
-    for path in [p for p in counter_paths if str(p) in refused]:
+    refused = _refused_counters(counter_paths, report.errors)
+    for path in refused:
         report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
-    counter_paths = [p for p in counter_paths if str(p) not in refused]
-    report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings)
+    counter_paths = [p for p in counter_paths if p not in refused]
+    report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings,
+                                                          report.errors)
     absent = sorted(tracker.known_paths() - seen)
     if not prune:
         report.kept = [path for path in absent if tracker.kind(path) in ("results", stored_counters.KIND)]
@@ -289,6 +309,14 @@ def _ingest_files(
                 _remove(conn, tracker, subject, relpath)
         report.removed.append(relpath)
     tracker.flush()
+
+
+def _refused_counters(counter_paths: list[Path], errors: list[FileError]) -> list[Path]:
+    """The counter files whose results file was refused (a copy of another, a broken one, one whose case records
+    or machine.json were), which are refused with it: a backup copy of a folder would double the counter rows."""
+    results = {str(stored_counters.beside(sidecar.results_file_of(Path(error.path)))) for error in errors}
+    folders = {str(Path(error.path).parent) for error in errors if Path(error.path).name == "machine.json"}
+    return [p for p in counter_paths if str(p) in results or str(p.parent) in folders]
 
 
 def project_name(results_dir: Path, config: Path | None = None) -> str:
@@ -342,7 +370,8 @@ def _plan_machine(
     try:
         machine = machine_row(machine_json)
     except BAD_FILE as exc:
-        return FileError(str(machine_json), f"{exc}; the {len(files)} results files beside it were not read")
+        why = str(exc) if isinstance(exc, util.UserError) else reason(exc)  # asv's own words name the file
+        return FileError(str(machine_json), f"{why}; the {len(files)} results files beside it were not read")
     tasks = []
     for path in files:
         relpath, cases_path = tracker.relpath(path), sidecar.sidecar_path(path)
@@ -414,20 +443,15 @@ def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[s
     taken of, and the sidecar is fingerprinted before it is read, so a
     change made meanwhile is seen by the next ingest.
     """
-    warnings: list[str] = []
-    path, cases_path = task.path, sidecar.sidecar_path(task.path)
+    path = task.path
+    sidecar_read = _read_sidecar(task)
+    if isinstance(sidecar_read, FileError):
+        return [], sidecar_read
+    sidecar_fingerprints, cases, warnings = sidecar_read
     try:
         results_fingerprint, content = read_fingerprinted(path, task.relpath, "results")
-        fingerprints = [results_fingerprint]
-        cases: dict[sidecar.CaseKey, dict[str, Any]] = {}
-        if cases_path.is_file():
-            fingerprints.append(fingerprint(cases_path, task.cases_relpath, "cases"))
-            try:
-                cases, warnings = sidecar.load_cases(cases_path)
-            except BAD_FILE as exc:  # the results file lands only with its records: both wait for a good one
-                return warnings, FileError(str(cases_path), f"{type(exc).__name__}: {exc}; the case records "
-                                           f"of {path.name} cannot be read, so it was not loaded either")
         parsed = read_results(path, task.machine, benchmarks, content)  # the bytes fingerprinted, parsed
+        sidecar.check_names(_benchmarks_and_params(parsed) if cases else (), cases, benchmarks)
         if parsed.table is not None:
             table = sidecar.annotate_table(parsed.table, cases)
             # None: a record holds values that only the row path stores as it always did
@@ -444,8 +468,35 @@ def _read_file(task: _Task, benchmarks: dict[str, BenchmarkDef]) -> tuple[list[s
             parsed = replace(parsed, rows=sidecar.fold(parsed.rows))
         parsed = impossible_times(parsed)
     except BAD_FILE as exc:
-        return warnings, FileError(str(path), f"{type(exc).__name__}: {exc}")
-    return warnings, _Parsed(path, task.relpath, parsed, sidecar.device_arch(cases), fingerprints)
+        return warnings, FileError(str(path), reason(exc))
+    return warnings, _Parsed(path, task.relpath, parsed, sidecar.device_arch(cases),
+                             [results_fingerprint, *sidecar_fingerprints])
+
+
+def _benchmarks_and_params(parsed: ResultsFile) -> Iterator[tuple[str, str]]:
+    """Each row's benchmark and params text."""
+    if parsed.table is not None:
+        return zip(parsed.table["benchmark"].to_pylist(), parsed.table["params"].to_pylist())
+    return ((row["benchmark"], row["params"]) for row in parsed.rows or ())
+
+
+def _read_sidecar(task: _Task) -> tuple[list[Fingerprint], dict[sidecar.CaseKey, dict[str, Any]], list[str]] | FileError:
+    """The results file's case records (none without a sidecar), fingerprinted first; or why they cannot be read.
+
+    Anything at the sidecar's path that cannot be read (no permission, a
+    folder, a broken link) is its own error: the results file lands only with
+    its records, so both wait for a good one, and what was stored stays.
+    """
+    cases_path = sidecar.sidecar_path(task.path)
+    if not os.path.lexists(cases_path):
+        return [], {}, []
+    try:
+        cases_fingerprint = fingerprint(cases_path, task.cases_relpath, "cases")
+        cases, warnings = sidecar.load_cases(cases_path)
+    except BAD_FILE as exc:
+        return FileError(str(cases_path), f"{reason(exc)}; the case records of {task.path.name} cannot be read, "
+                                          "so it was not loaded either")
+    return [cases_fingerprint], cases, warnings
 
 
 class _Readers:
@@ -464,8 +515,10 @@ class _Readers:
     CHUNK_BYTES = 1 << 20  # of results files given to a worker at once (a large file goes alone)
     CHUNK_FILES = 64
 
-    def __init__(self, benchmarks: dict[str, BenchmarkDef], files: int) -> None:
+    def __init__(self, benchmarks: dict[str, BenchmarkDef], files: int,
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self._benchmarks = benchmarks
+        self._progress = progress
         self._pool: ProcessPoolExecutor | None = None
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         if files >= self.MIN_FILES and cores >= 2 and threading.active_count() == 1 and sys.platform == "linux":
@@ -482,6 +535,13 @@ class _Readers:
         return self._pool is not None
 
     def read(self, tasks: list[_Task]) -> Iterator[tuple[list[str], _Parsed | FileError]]:
+        """What each task's file yields, in task order, telling `progress` (files read, files to read)."""
+        for done, outcome in enumerate(self._read(tasks), start=1):
+            if self._progress is not None:
+                self._progress(done, len(tasks))
+            yield outcome
+
+    def _read(self, tasks: list[_Task]) -> Iterator[tuple[list[str], _Parsed | FileError]]:
         if self._pool is None or len(tasks) < 2:
             for task in tasks:
                 with _gc_paused():
@@ -586,6 +646,8 @@ class _Batch:
     whole (a file whose commit and environment another file holds, say), it
     is stored file by file, each in its own transaction, exactly as a lone
     file is: the others land and that one is reported with its error.
+    A new machine's row is written with the first of its files that lands,
+    so a machine whose files were all refused leaves no row behind.
     """
 
     MAX_ROWS = 250_000  # above DuckDB's row group (122,880 rows), rows are written once, not also to the log
@@ -593,13 +655,14 @@ class _Batch:
     FIRST_ROWS = ROW_GROUP  # the first batch is written sooner: until it is, this process has nothing to do
 
     def __init__(self, conn: duckdb.DuckDBPyConnection, tracker: FileTracker, report: IngestReport,
-                 branch: str | None) -> None:
+                 branch: str | None, stored_machines: set[str]) -> None:
         self._conn, self._tracker, self.report, self._branch = conn, tracker, report, branch
         self._entries: list[_Parsed | FileError] = []  # in file order, so the report lists them as read
         self._rows = 0
         self._least = self.FIRST_ROWS
         self.machines: set[str] = set()
-        self._machines: list[dict[str, Any]] = []
+        self._machines: dict[str, dict[str, Any]] = {}  # rows to write, by machine name
+        self._stored_machines = stored_machines  # the names the machines table holds
 
     def add(self, item: _Parsed) -> None:
         self._entries.append(item)
@@ -619,33 +682,31 @@ class _Batch:
         self._entries.append(error)
 
     def add_machine(self, machine: dict[str, Any]) -> None:
-        """A new or changed machine row, written before the batch's files (one statement for all of them:
-        a statement of its own per machine cost 5 ms each, seconds for a tree of hundreds of machines)."""
-        self._machines.append(machine)
+        """A new or changed machine row. A stored machine's changed row is written before the batch's files,
+        a new machine's with the first of its files that lands; the rows written together go in one statement
+        (a statement per machine cost 5 ms each, seconds for a tree of hundreds of machines)."""
+        self._machines[machine["name"]] = machine
 
     def store(self) -> None:
-        if self._machines:
-            rows, self._machines = list({m["name"]: m for m in self._machines}.values()), []
-            self._conn.execute(
-                "INSERT OR REPLACE INTO machines SELECT " + ", ".join(["unnest(?::VARCHAR[])"] * 9) + ", unnest(?::JSON[])",
-                [[row[column] for row in rows] for column in _MACHINE_COLUMNS])
+        changed = [row for name, row in self._machines.items() if name in self._stored_machines]
+        _write_machines(self._conn, changed)
+        for row in changed:
+            del self._machines[row["name"]]
         entries, self._entries, self._rows, self.machines = self._entries, [], 0, set()
         items = [e for e in entries if isinstance(e, _Parsed)]
         one_by_one = items
         if len(items) > 1:
             try:
-                with _transaction(self._conn):
-                    _store_files(self._conn, self._tracker, self.report.subject, items, self._branch)
+                self._store_files(items)
                 one_by_one = []
             except (*BAD_FILE, duckdb.Error, _OneByOne):
                 pass  # each file as if it were alone: the others land, and the one that cannot says why
         failed: dict[str, FileError] = {}
         for item in one_by_one:
             try:
-                with _transaction(self._conn):
-                    _store_files(self._conn, self._tracker, self.report.subject, [item], self._branch)
+                self._store_files([item])
             except (*BAD_FILE, duckdb.Error) as exc:
-                if is_fault(exc):  # a full disk or a corrupt store is not this file's fault: stop, exit 2
+                if _is_fault(exc):  # a full disk or a corrupt store is not this file's fault: stop, exit 2
                     raise
                 failed[item.relpath] = FileError(str(item.path), f"{type(exc).__name__}: {exc}")
         for entry in entries:
@@ -656,6 +717,23 @@ class _Batch:
             else:
                 self.report.loaded.append(entry.relpath)
                 self.report.rows += entry.parsed.row_count
+
+    def _store_files(self, items: list[_Parsed]) -> None:
+        """`items` in one transaction, with the rows of the new machines they are the first files of."""
+        names = sorted({item.parsed.environment["machine"] for item in items} & self._machines.keys())
+        with _transaction(self._conn):
+            _write_machines(self._conn, [self._machines[name] for name in names])
+            _store_files(self._conn, self._tracker, self.report.subject, items, self._branch)
+        for name in names:
+            del self._machines[name]
+            self._stored_machines.add(name)
+
+
+def _write_machines(conn: duckdb.DuckDBPyConnection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(
+            "INSERT OR REPLACE INTO machines SELECT " + ", ".join(["unnest(?::VARCHAR[])"] * 9) + ", unnest(?::JSON[])",
+            [[row[column] for row in rows] for column in _MACHINE_COLUMNS])
 
 
 class _OneByOne(Exception):

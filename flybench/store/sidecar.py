@@ -16,7 +16,9 @@ stored before it).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +29,15 @@ from flybench import benchmark_names
 from flybench.measure import record as records
 from flybench.measure.record import CaseKey
 from flybench.measure.roofline import rates
+from flybench.store.asv_files import WHAT_TO_DO, BenchmarkDef, misplaced, shown
+from flybench.store.files import BadInput
 
 sidecar_path = records.beside
+
+
+def results_file_of(path: Path) -> Path:
+    """The results file a case-record file belongs to; any other path is its own."""
+    return path.with_name(path.name[:-len(records.SUFFIX)] + ".json") if path.name.endswith(records.SUFFIX) else path
 
 
 def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
@@ -37,12 +46,43 @@ def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
 
     A torn line (a process killed mid-write) is skipped: its case falls back
     to asv's own value, which is what asv recorded for a killed process anyway.
+    A record holding a number no column can store refuses the file (`BadInput`).
     """
     found, warnings = records.read(path)
+    for record in found:
+        _refuse_huge_integers(record)
     rounds = records.rounds(found)
     return {key: {**record, "rounds": [r.median for r in rounds.get(key, ())] or None,
                   "round_spreads": [r.spread for r in rounds.get(key, ())] or None}
             for key, record in records.latest(found).items()}, warnings
+
+
+def _refuse_huge_integers(record: dict[str, Any]) -> None:
+    """Refuse a record holding an integer beyond any float (JSON has no limit): every number of a record is
+    stored or computed with as a float, and such an integer once stopped the whole ingest."""
+    where = _huge_integer(record)
+    if where is not None:
+        field, digits = where
+        raise BadInput(
+            f"the record of case {' / '.join(records.key_of(record))} (run {record.get('run_id')!r}) holds in "
+            f"{field!r} an integer of {digits} digits, beyond any number flybench stores (about 1.8e308 at "
+            "most): correct or delete that record, then ingest again")
+
+
+def _huge_integer(value: Any, where: str = "") -> tuple[str, int] | None:
+    """The field (`flops`, `samples_s[3]`, `errors.out`) of the first integer too large for a float, and its digits."""
+    if type(value) is int:
+        try:
+            float(value)
+        except OverflowError:
+            return where, len(str(abs(value)))
+        return None
+    items = value.items() if type(value) is dict else enumerate(value) if type(value) is list else ()
+    for key, item in items:
+        found = _huge_integer(item, f"{where}[{key}]" if type(key) is int else f"{where}.{key}" if where else key)
+        if found is not None:
+            return found
+    return None
 
 
 def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
@@ -51,6 +91,39 @@ def case_key(benchmark: str, params: dict[str, Any]) -> CaseKey | None:
     if name is None or not set(benchmark_names.PARAM_NAMES) <= params.keys():
         return None
     return (name.workload, name.shape_set, str(params["case"]), str(params["provider"]), str(params["dtype"]))
+
+
+def check_names(rows: Iterable[tuple[str, str]], cases: dict[CaseKey, dict[str, Any]],
+                benchmarks: dict[str, BenchmarkDef]) -> None:
+    """Refuse case-suite rows (benchmark, params text) whose parameter names contradict the case records beside them.
+
+    asv's results hold a case's values by position, and benchmarks.json
+    names them; the records name each value themselves (case, provider,
+    dtype). Rows whose `provider` values are the records' `dtype` values
+    would take no record, and be filed under the wrong names.
+    """
+    if not cases:
+        return
+    records = _values_by_suite(cases)
+    for suite, here in _values_by_suite(filter(None, itertools.starmap(_row_case_key, set(rows)))).items():
+        found = misplaced(here, records[suite]) if suite in records else None
+        if found is not None:
+            i, j = found
+            name = benchmark_names.benchmark_name(*suite)
+            source = getattr(benchmarks.get(name), "source", None) or "the definition stored before"
+            raise BadInput(
+                f"its rows of {name} take {shown(here[i])} as {benchmark_names.PARAM_NAMES[i]!r}, which the case "
+                f"records beside it give as {benchmark_names.PARAM_NAMES[j]!r}: {source} names this file's "
+                f"parameters in another order than it holds them, and its rows would be named wrongly. {WHAT_TO_DO}")
+
+
+def _values_by_suite(keys: Iterable[CaseKey]) -> dict[tuple[str, str], list[set[str]]]:
+    """Per (workload, shape set): the values of case, provider and dtype that `keys` hold."""
+    found: dict[tuple[str, str], list[set[str]]] = {}
+    for workload, shape_set, *values in keys:
+        for seen, value in zip(found.setdefault((workload, shape_set), [set(), set(), set()]), values):
+            seen.add(value)
+    return found
 
 
 def annotate(row: dict[str, Any], cases: dict[CaseKey, dict[str, Any]]) -> None:
