@@ -50,14 +50,15 @@ def chart(frame: pd.DataFrame) -> alt.FacetChart:
     ).resolve_scale(x="independent", y="independent")
 
 
-def section(load, workload: str, case: str, dtype: str, rule: set[str] | None, allowed: pd.DataFrame) -> None:
+def section(load, workload: str, case: str, dtype: str, rule: set[str] | None) -> None:
     """The case's TFLOP/s from every source, when more than one system measured it; `load` is data.load.
 
-    The sidebar's architecture filter (and its machine filter, when set) applies here as on every panel; its
-    subject filter does not, since this section is where two systems' subjects meet."""
-    fields = ("arch", "machine") if st.query_params.get("machine") else ("arch",)
-    rows = filters.within(filters.in_runs(load("case_rates", workload=workload, case=case, dtype=dtype), rule),
-                          allowed, fields)
+    The sidebar's architecture and machine filters apply here as on every panel; its subject filter does not,
+    since this section is where two systems' subjects meet."""
+    rows = filters.in_runs(load("case_rates", workload=workload, case=case, dtype=dtype), rule)
+    for field in ("arch", "machine"):
+        if chosen := st.query_params.get_all(field):
+            rows = rows[rows[field].isin(chosen)]
     if rows.empty:
         return
     frame = rate_frame(rows)

@@ -117,6 +117,11 @@ def test_a_case_shows_its_measured_and_imported_rates_side_by_side(ci_store, mon
                        benchmark=benchmark, params=case, runs="all")
         assert "This case, measured and imported" in texts(at, "subheader"), benchmark
         assert charts(at) >= 2
+    # the sidebar's architecture filter holds here too: on gfx950 only FlyDSL CI measured it, so nothing to set
+    # side by side (flybench's H200 and the gfx942 runner are filtered out)
+    at = open_page(ci_store, "history", subject="flydsl", benchmark="moe_stage.FlydslCI.track_tflops",
+                   params="t64-d6144x1024-e128k8-s1, moe_gemm1, fp8", runs="all", arch="gfx950")
+    assert "This case, measured and imported" not in texts(at, "subheader") and charts(at) >= 1
 
 
 def test_the_regressions_page_lists_a_watched_counter_change_beside_the_resources(tmp_path, monkeypatch):

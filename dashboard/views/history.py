@@ -79,8 +79,7 @@ def main() -> None:
     if not cases.empty and case:
         chosen = frames.params_dict(cases[cases["case_text"] == case]["params"].iloc[0])
         if "case" in chosen and "dtype" in chosen:
-            elsewhere.section(data.load, benchmark.split(".")[0], str(chosen["case"]), str(chosen["dtype"]), rule,
-                              allowed)
+            elsewhere.section(data.load, benchmark.split(".")[0], str(chosen["case"]), str(chosen["dtype"]), rule)
 
 
 def op_name(rows: pd.DataFrame) -> str:
