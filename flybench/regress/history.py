@@ -48,6 +48,8 @@ MAX_DECIMALS = 6
 """Values with more decimals than this count as unrounded (resolution 0)."""
 PERSIST = 2
 """Measured points a statistical step needs at its new level before it is reported."""
+NOISE_POINTS = 100
+"""The newest measured points a series' noise is fitted over (`series_noise`)."""
 
 
 @dataclass(frozen=True)
@@ -167,9 +169,13 @@ def series_noise(points: Sequence[Point], thresholds: Thresholds) -> float:
     the larger of the robust spread around the fitted levels and the robust
     run-to-run spread, floored at half a unit of the last printed digit.
     Remembered per series and thresholds: comparing any two commits of a
-    machine asks again about the same histories, and each costs a fit.
+    machine asks again about the same histories, and each costs a fit. The
+    fit reads the newest NOISE_POINTS measured points: the noise the next
+    comparison faces is the machine's recent one, and asv's fit grows faster
+    than linearly with a series' length (a 4,675-file public history spent
+    most of its scan here).
     """
-    return _series_noise_of(tuple(points), thresholds)
+    return _series_noise_of(tuple(_newest(_finite(points), NOISE_POINTS)), thresholds)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -227,12 +233,19 @@ def find_regressions(
     return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative)))
 
 
+SCANNED = ("subject", "machine", "env_name", "benchmark", "params", "kernel", "arch", "metric", "unit",
+           "commit_hash", "value", "status", "ci_99_a", "ci_99_b", "run_context", "branch")
+"""The columns a scan reads: turning a million rows' samples and source records into dicts cost most of it."""
+
+
 def _series(frame: pd.DataFrame, key: list[str], name: str,
             name_glob: str | None) -> Iterator[tuple[tuple, list[dict]]]:
     """Rows grouped into series (already in commit-date order) whose `name` column (the benchmark, or the
     compile-only kernel, as Regression.benchmark names them) matches the glob."""
     groups: dict[tuple, list[dict]] = {}
-    for row in queries.records(frame):
+    columns = [c for c in SCANNED if c in frame]  # samples and source records stay behind
+    values = [[None if queries.is_null(v) else v for v in frame[c].tolist()] for c in columns]
+    for row in (dict(zip(columns, cells)) for cells in zip(*values)):
         groups.setdefault(tuple(row[k] for k in key), []).append(row)
     for series_key, rows in groups.items():
         if not name_glob or fnmatchcase(rows[0][name], name_glob):

@@ -45,7 +45,7 @@ from flybench.regress.config import RegressConfig, load_config
 from flybench.regress.history import Point, Regression, Step, find_regressions, series_noise
 from flybench.store.db import DEFAULT_DB, connect
 
-DETECTOR = "2"
+DETECTOR = "3"
 """Bump when step detection changes what it finds: every stored scan is then recomputed."""
 THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides",
                     "step_floor", "window", "corroborate", "environment_workloads", "control_providers")

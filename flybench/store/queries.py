@@ -233,10 +233,11 @@ def case_kernels(db_path: str | Path, benchmark: str, params: str, machine: str,
 
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts with SQL NULL as None (pandas shows it as NaN, NA or NaT depending on the dtype)."""
-    return [{k: None if _is_null(v) else v for k, v in row.items()} for row in frame.to_dict("records")]
+    return [{k: None if is_null(v) else v for k, v in row.items()} for row in frame.to_dict("records")]
 
 
-def _is_null(value: Any) -> bool:
+def is_null(value: Any) -> bool:
+    """SQL NULL as pandas hands it back: None, NA, NaT or a float NaN."""
     return value is None or value is pd.NA or value is pd.NaT or (isinstance(value, float) and math.isnan(value))
 
 
