@@ -17,7 +17,7 @@ if str(ROOT) not in sys.path:  # `streamlit run` puts only dashboard/ on the pat
 
 import streamlit as st
 
-from dashboard import data
+from dashboard import data, ui
 
 VIEWS = Path(__file__).resolve().parent / "views"
 PAGES = [
@@ -36,6 +36,7 @@ def main() -> None:
     page = st.navigation([st.Page(VIEWS / file, title=title, icon=icon, default=file == "overview.py")
                           for file, title, icon in PAGES])
     st.sidebar.caption(f"Database: `{data.db_path()}` (read-only)")
+    ui.address_limit_note()
     page.run()
 
 

@@ -175,3 +175,26 @@ def resources_link(kernel: str) -> str:
 def no_rows(what: str) -> None:
     """An empty selection is a normal state, not an error: say what would fill it."""
     st.info(f"No {what} for this selection. Widen the filters in the sidebar.")
+
+
+URL_FIELDS_LIMIT = 1000
+"""Streamlit ignores a query string of more parameters than this, whole: every filter in it is dropped."""
+
+
+def address_limit_note() -> None:
+    """A warning, drawn in the browser, when the address holds more parameters than Streamlit reads: it drops
+    them all before any page sees them, so only the browser knows, and without this the page would silently
+    show everything."""
+    st.html(f"""<div id="flybench-address-limit" role="alert" style="display:none;padding:0.75rem 1rem;
+border-radius:0.5rem;background:#fff3cd;color:#664d03;border:1px solid #ffe69c"></div>
+<script>
+(() => {{
+  const fields = window.location.search.length > 1 ? window.location.search.slice(1).split("&").length : 0;
+  if (fields <= {URL_FIELDS_LIMIT}) return;
+  const note = document.getElementById("flybench-address-limit");
+  note.textContent = "This address holds " + fields + " parameters; the dashboard reads at most {URL_FIELDS_LIMIT} "
+    + "and ignores all of them above that, so no filter in it applies and the page shows everything. "
+    + "Shorten the address: pick fewer values per filter.";
+  note.style.display = "block";
+}})();
+</script>""", unsafe_allow_javascript=True)

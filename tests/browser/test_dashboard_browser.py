@@ -129,3 +129,16 @@ def test_every_page_agrees_on_the_imported_runs_rule(runs: str, imported_session
     query = "?runs=" + runs.replace(" ", "+")
     seen = {name: (load(page, url, name, query, 0), runs_rule(page))[1] for name in PAGES if name != "pull_request"}
     assert set(seen.values()) == {runs}, seen
+
+
+def test_an_address_with_more_parameters_than_streamlit_reads_says_so(session: tuple[str, Any]) -> None:
+    """Streamlit drops a query string of over 1,000 parameters whole: the page must not silently show everything."""
+    url, page = session
+    crowded = "?" + "&".join(f"machine=m{i}" for i in range(1001))
+    loaded = load(page, url, "history", crowded, 0)
+    note = page.locator("#flybench-address-limit")
+    note.wait_for(state="visible", timeout=10_000)
+    assert note.inner_text().startswith("This address holds 1001 parameters; the dashboard reads at most 1000")
+    load(page, url, "history", "?machine=m1", 0)
+    assert not page.locator("#flybench-address-limit").is_visible()
+    assert "Traceback" not in loaded.text
