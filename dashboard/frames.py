@@ -548,3 +548,39 @@ def undone(found: pd.DataFrame, shown: pd.DataFrame) -> list[str]:
         back = later[later["value"] == change.before]
         out.append("" if back.empty else f"at {back['short'].iloc[0]} ({back['commit_date'].iloc[0]:%Y-%m-%d})")
     return out
+
+
+TREND_RUNS = 10
+"""Main runs a standing's trend spans: the newest value against the median of the first three of these."""
+
+
+def standing(main: pd.DataFrame, alerts: pd.DataFrame) -> pd.DataFrame:
+    """Where an imported subject stands, per op (the source's own name) and architecture, from its main runs:
+    the cases, the newest run, the geometric mean of each case's trend (its newest value against the median of
+    the first three of its newest TREND_RUNS runs, oriented so that above 1 is faster), the case that moved
+    worst, and the open alerts (`alerts`: machine, benchmark, params of each open regression).
+
+    Every imported unit is a rate or a speedup (bigger is better), so a ratio of values is a speed ratio.
+    """
+    ok = main[(main["status"] == "ok") & (main["value"] > 0)].sort_values("job_time", kind="stable")
+    rows = []
+    for (machine, benchmark, params), series in ok.groupby(["machine", "benchmark", "params"], sort=False):
+        recent = series.tail(TREND_RUNS)
+        start = float(recent["value"].head(3).median())
+        rows.append({"op": series["source_op"].iloc[-1] or benchmark.split(".")[0], "arch": series["arch"].iloc[-1],
+                     "machine": machine, "benchmark": benchmark, "params": params, "case": case_text(params),
+                     "newest": series["job_time"].iloc[-1], "trend": float(recent["value"].iloc[-1]) / start})
+    cases = pd.DataFrame(rows, columns=["op", "arch", "machine", "benchmark", "params", "case", "newest", "trend"])
+    if cases.empty:
+        return pd.DataFrame(columns=["op", "arch", "cases", "newest", "trend", "worst", "alerts"])
+    open_alerts = {(m, b, json.dumps(json.loads(p), sort_keys=True)) for m, b, p in
+                   zip(alerts.get("machine", []), alerts.get("benchmark", []), alerts.get("params", []))}
+    cases["alert"] = [(m, b, json.dumps(json.loads(p), sort_keys=True)) in open_alerts
+                      for m, b, p in zip(cases["machine"], cases["benchmark"], cases["params"])]
+    out = []
+    for (op, arch), group in cases.groupby(["op", "arch"], sort=True):
+        worst = group.loc[group["trend"].idxmin()]
+        out.append({"op": op, "arch": arch, "cases": len(group), "newest": group["newest"].max(),
+                    "trend": float(np.exp(np.log(group["trend"]).mean())),
+                    "worst": f"{worst['case']}: {worst['trend'] - 1:+.1%}", "alerts": int(group["alert"].sum())})
+    return pd.DataFrame(out)

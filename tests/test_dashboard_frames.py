@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +86,19 @@ def test_a_resource_change_later_reverted_reads_as_undone() -> None:
     found = pd.DataFrame({"arch": ["gfx950", "gfx950"], "metric": ["VGPRs", "VGPRs"], "before": [238, 256],
                           "first_bad_date": [dates[1], dates[3]]})
     assert frames.undone(found, shown) == ["at d (2026-06-04)", ""]
+
+
+def test_where_it_stands_is_the_geomean_trend_per_op_and_architecture_with_the_worst_case_and_alerts() -> None:
+    times = pd.date_range("2026-06-01", periods=12, freq="D")
+    rows = []
+    for case, values in (("a", [100.0] * 9 + [90.0] * 3), ("b", [50.0] * 12)):
+        for t, v in zip(times, values):
+            rows.append({"machine": "m", "arch": "gfx950", "benchmark": "attention.FlydslCI.track_tflops",
+                         "params": json.dumps({"case": case, "provider": "flydsl", "dtype": "bf16"}),
+                         "source_op": "flash_attn", "status": "ok", "value": v, "job_time": t})
+    alerts = pd.DataFrame({"machine": ["m"], "benchmark": ["attention.FlydslCI.track_tflops"],
+                           "params": [json.dumps({"dtype": "bf16", "case": "a", "provider": "flydsl"})]})
+    (row,) = frames.standing(pd.DataFrame(rows), alerts).itertuples()
+    assert (row.op, row.arch, row.cases, row.alerts) == ("flash_attn", "gfx950", 2, 1)
+    assert row.trend == pytest.approx((0.9 * 1.0) ** 0.5)  # newest 90 against the first three of the last ten (100)
+    assert row.worst == "a, bf16: -10.0%" and row.newest == times[-1]

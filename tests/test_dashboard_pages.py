@@ -172,7 +172,7 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     at = open_page(ci_db)
     headers = texts(at, "header")
     assert headers[0] == "Speedup of FlyDSL over each baseline"  # flybench's own, first
-    assert headers[-1] == "Imported from FlyDSL CI (not measured by flybench)"
+    assert headers[-1] == "Imported from FlyDSL CI (not measured by flybench)"  # the imported sections last
     for own in (frame(at, "speedup"), frame(at, "tflops")):  # nothing imported in flybench's own heatmaps
         assert not own["machine"].str.startswith("linux-flydsl").any() and set(own["provenance"]) == {"flybench"}
     assert at.radio(key="runs").value == "main only"
@@ -195,6 +195,11 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark
     assert any(c.startswith("† Imported from flydsl-ci") for c in texts(at, "caption"))
     assert any("(main pushes)" in c for c in texts(at, "caption"))
+    # where FlyDSL stands: per op and architecture, from main's runs
+    assert "Where FlyDSL stands (imported main runs)" in headers
+    standing = frame(at, "worst")
+    assert {"flash_attn", "mla"} <= set(standing["op"]) and set(standing["arch"]) >= {"gfx942", "gfx950"}
+    assert (standing["cases"] >= 1).all() and standing["trend"].between(0.5, 2).all()
     # what the data cannot answer, said in a sentence with the way to fill it
     assert any("No CK, AITER, hipBLASLt or Triton rows for gfx1201, gfx942, gfx950" in i
                and "FlyDSL CI measures flydsl only" in i and "has not run on" in i for i in texts(at, "info"))

@@ -13,6 +13,8 @@ and the gfx950 / gfx942 ratio, never mixed into flybench's speedups.
 
 from __future__ import annotations
 
+import json
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -60,6 +62,7 @@ def main() -> None:
     if not foreign.empty:
         foreign_results(foreign)
     if not imported.empty:
+        where_it_stands(imported)
         imported_results(imported, rule)
 
 
@@ -137,6 +140,27 @@ def latest_results(latest: pd.DataFrame) -> None:
                              alt.Tooltip("commit_hash:N", title="commit"), "provenance:N"])
     ui.chart(figure, measured, "latest", LATEST_COLUMNS, stretch=False)
     ui.provenance_note(measured)
+
+
+def where_it_stands(allowed: pd.DataFrame) -> None:
+    """Per op and architecture of the imported subjects: the cases, the trend over the newest main runs, the case
+    that moved worst and the open alerts, from main's runs only (a pull request's runs are not where it stands)."""
+    main_rows = frames.provenance(data.load("imported_runs", context="main"))
+    main_rows = filters.within(main_rows, allowed, ("subject", "arch", "machine", "benchmark"))
+    if main_rows.empty:
+        return
+    found = [r for r in data.load("regressions", config=load_config()) if r.regressed and r.context == "main"]
+    alerts = pd.DataFrame([{"machine": r.machine, "benchmark": r.benchmark, "params": json.dumps(r.params)}
+                           for r in found], columns=["machine", "benchmark", "params"])
+    table = frames.standing(main_rows, alerts)
+    st.header("Where FlyDSL stands (imported main runs)", divider="gray")
+    st.caption(f"Per op and architecture, over FlyDSL CI's main runs: the trend is the geometric mean over the "
+               f"op's cases of each one's newest value against the median of the first three of its newest "
+               f"{frames.TREND_RUNS} runs (above 1: faster); the worst case's own change beside it; open alerts "
+               "from `flybench regressions`. No baseline speedup: FlyDSL CI times FlyDSL only.")
+    ui.table(table, "standing", ["op", "arch", "cases", "trend", "worst", "alerts", "newest"], column_config={
+        "trend": st.column_config.NumberColumn("trend (geomean)", format="%.3f×"),
+        "newest": st.column_config.DatetimeColumn("newest main run", format="YYYY-MM-DD")})
 
 
 def imported_results(allowed: pd.DataFrame, rule: set[str] | None) -> None:
