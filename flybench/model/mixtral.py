@@ -52,6 +52,9 @@ MIXTRAL = Config(layers=32, hidden=4096, intermediate=14336, experts=8, top_k=2,
 """Mixtral-8x7B's dimensions; the lane runs fewer layers (`with_layers`)."""
 TINY = Config(layers=2, hidden=64, intermediate=96, experts=4, top_k=2, heads=4, kv_heads=2, head_dim=16, vocab=128)
 """Seconds on a CPU: the tests' model."""
+ROLES = {"norm": "role_norms", "attention": "role_attention", "routing": "role_routing", "moe": "role_moe",
+         "head": "role_head"}
+"""The step's parts as named scopes: a profiler trace's kernels are attributed to a role through them."""
 MOE_LAYERS: dict[str, Callable[..., dict]] = {"ragged_dot": xla.moe_ragged, "dense": xla.moe_dense}
 """MoE formulations, by name: XLA's grouped `ragged_dot` (the stock path) and the dense masked path."""
 
@@ -114,23 +117,29 @@ def step(params: dict[str, Any], tokens, cache: dict[str, Any], position, *, con
     visible = jnp.arange(keys_len)[None, :] <= positions[:, None]  # causal over the cache, [T, keys]
     new_k, new_v = [], []
     for i, layer in enumerate(params["layers"]):
-        h = _rms_norm(x, layer["attn_norm"])
-        q = (h @ layer["wq"].T).reshape(batch, length, c.heads, c.head_dim)
-        k = (h @ layer["wk"].T).reshape(batch, length, c.kv_heads, c.head_dim)
-        v = (h @ layer["wv"].T).reshape(batch, length, c.kv_heads, c.head_dim)
-        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
-        k_all = jax.lax.dynamic_update_slice(cache["k"][i], k, (0, position, 0, 0))
-        v_all = jax.lax.dynamic_update_slice(cache["v"][i], v, (0, position, 0, 0))
-        new_k.append(k_all)
-        new_v.append(v_all)
-        attended = jax.nn.dot_product_attention(q, k_all, v_all, mask=visible[None, None],
-                                                scale=1 / math.sqrt(c.head_dim))
-        x = x + attended.reshape(batch, length, c.heads * c.head_dim) @ layer["wo"].T
-        h = _rms_norm(x, layer["moe_norm"]).reshape(batch * length, c.hidden)
-        logits = h @ layer["router"].T
-        x = x + MOE_LAYERS[moe](h, logits, layer["w13"], layer["w2"], top_k=c.top_k)["out"].reshape(x.shape)
-    last = _rms_norm(x[:, -1], params["final_norm"])
-    return (last @ params["lm_head"].T).astype(jnp.float32), {"k": jnp.stack(new_k), "v": jnp.stack(new_v)}
+        with jax.named_scope(ROLES["norm"]):
+            h = _rms_norm(x, layer["attn_norm"])
+        with jax.named_scope(ROLES["attention"]):
+            q = (h @ layer["wq"].T).reshape(batch, length, c.heads, c.head_dim)
+            k = (h @ layer["wk"].T).reshape(batch, length, c.kv_heads, c.head_dim)
+            v = (h @ layer["wv"].T).reshape(batch, length, c.kv_heads, c.head_dim)
+            q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+            k_all = jax.lax.dynamic_update_slice(cache["k"][i], k, (0, position, 0, 0))
+            v_all = jax.lax.dynamic_update_slice(cache["v"][i], v, (0, position, 0, 0))
+            new_k.append(k_all)
+            new_v.append(v_all)
+            attended = jax.nn.dot_product_attention(q, k_all, v_all, mask=visible[None, None],
+                                                    scale=1 / math.sqrt(c.head_dim))
+            x = x + attended.reshape(batch, length, c.heads * c.head_dim) @ layer["wo"].T
+        with jax.named_scope(ROLES["norm"]):
+            h = _rms_norm(x, layer["moe_norm"]).reshape(batch * length, c.hidden)
+        with jax.named_scope(ROLES["routing"]):
+            logits = h @ layer["router"].T
+        with jax.named_scope(ROLES["moe"]):
+            x = x + MOE_LAYERS[moe](h, logits, layer["w13"], layer["w2"], top_k=c.top_k)["out"].reshape(x.shape)
+    with jax.named_scope(ROLES["head"]):
+        last = _rms_norm(x[:, -1], params["final_norm"])
+        return (last @ params["lm_head"].T).astype(jnp.float32), {"k": jnp.stack(new_k), "v": jnp.stack(new_v)}
 
 
 def _rms_norm(x, weight, eps: float = 1e-5):
