@@ -189,7 +189,9 @@ def test_overview_shows_flydsl_ci_results_apart_marked_with_their_source(ci_db: 
     spec = json.loads(history.get("vega_lite_chart")[0].proto.spec)
     (line,) = [layer for layer in spec["spec"]["layer"] if layer["mark"] in ("line", {"type": "line"})]
     assert line["encoding"]["y"]["title"] == "TFLOP/s"  # FlyDSL CI's "TFLOPS", one spelling
-    assert {"gfx942 · linux-flydsl-mi325-1 †", "gfx950 · linux-flydsl-mi355-1 †"} <= set(frame(history, "panel")["panel"])
+    drawn = frame(history, "panel")
+    assert {"gfx942 · linux-flydsl-mi325-1 †", "gfx950 · linux-flydsl-mi355-1 †"} <= set(drawn["panel"])
+    assert drawn["url"].str.fullmatch(r"https://github\.com/ROCm/FlyDSL/actions/runs/\d+").all()  # each point: its run
     shown = table[["gfx942", "gfx950"]].stack()
     shown = shown[shown != ""]  # a case may be measured on one of them only: the other cell is blank
     assert len(shown) > 100 and shown.str.endswith(" †").all()  # every imported value carries the mark

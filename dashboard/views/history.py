@@ -27,7 +27,7 @@ MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page a
 # made a widget change slow, and 720 pixels show no more.
 MAX_POINTS = 100
 COLUMNS = ["panel", "series", "provider", "order", "short", "commit_date", "run", "message", "author", "status", "value",
-           "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "machine", "env_name", "params"]
+           "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "url", "machine", "env_name", "params"]
 STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "author", "what",
                 "alert", "bisect"]
 SERIES = ["machine", "env_name", "params"]
@@ -161,6 +161,9 @@ def prepare(rows: pd.DataFrame) -> pd.DataFrame:
     out["panel"] = frames.panel_labels(out)
     out["series"] = frames.series_labels(out)
     out["run"] = run_text(out)
+    if "source_run" in out:  # an imported point opens the CI run that measured it, not just its commit
+        runs = [ui.ci_run_link(s, r) for s, r in zip(out["source"], out["source_run"])]
+        out["url"] = [r or u for r, u in zip(runs, out["url"])]
     factor, axis = frames.display_scale(out["unit"].iloc[0], out["value"])
     out["y"], out["y_lo"], out["y_hi"] = (out[c] * factor for c in ("value", "ci_99_a", "ci_99_b"))
     out["why"] = ""

@@ -327,7 +327,8 @@ def benchmark_history(db_path: str | Path, benchmark: str, machines: list[str] |
                        count(*) OVER (PARTITION BY {_SERIES}) AS series_rows,
                        row_number() OVER (PARTITION BY {_SERIES} ORDER BY c.date NULLS LAST, r.commit_hash) - 1
                            AS position
-                FROM (SELECT COLUMNS('{_HISTORY_COLUMNS}'), source_record->>'op' AS source_op FROM results
+                FROM (SELECT COLUMNS('{_HISTORY_COLUMNS}'), source_record->>'op' AS source_op,
+                             source_record->>'run_id' AS source_run FROM results
                       WHERE benchmark = ? AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], machine))
                         AND (?::VARCHAR IS NULL OR subject = ?)
                         AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], params::VARCHAR))) r
