@@ -254,3 +254,11 @@ def test_run_summary_prints_full_case_names_where_there_is_no_terminal(tmp_path:
         # the cases a provider cannot run here: one line for the provider and its reason
         assert [line for line in lines if "cublas" in line] == [
             line for line in lines if UNAVAILABLE["cublas"] in line and re.search(r"\b4\b", line)]
+
+
+def test_values_read_as_a_person_writes_them() -> None:
+    from flybench.regress.report import value_text
+
+    assert value_text(1120.4, "TFLOP/s") == "1,120 TFLOP/s"  # never 1.12e+03
+    assert value_text(33700.0, "count") == "33,700 count"
+    assert value_text(397.5, "TFLOP/s") == "397.5 TFLOP/s" and value_text(0.01234, None) == "0.01234"

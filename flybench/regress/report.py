@@ -197,12 +197,14 @@ def summary_line(comparison: Comparison) -> str:
 
 
 def value_text(value: float | None, unit: str | None) -> str:
-    """asv's human units for times and bytes; other units printed after the number."""
+    """asv's human units for times and bytes; other units printed after the number, which reads 1,120 from a
+    thousand on (never 1.12e+03) and keeps 4 significant digits below."""
     if value is None:
         return "-"
     if unit in ("seconds", "bytes"):
         return human_value(value, unit)
-    return f"{value:.4g}" + (f" {unit}" if unit else "")
+    number = f"{value:,.0f}" if math.isfinite(value) and abs(value) >= 1000 else f"{value:.4g}"
+    return number + (f" {unit}" if unit else "")
 
 
 def change_text(base: float | None, head: float | None, unit: str | None) -> str:
