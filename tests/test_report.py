@@ -262,3 +262,5 @@ def test_values_read_as_a_person_writes_them() -> None:
     assert value_text(1120.4, "TFLOP/s") == "1,120 TFLOP/s"  # never 1.12e+03
     assert value_text(33700.0, "count") == "33,700 count"
     assert value_text(397.5, "TFLOP/s") == "397.5 TFLOP/s" and value_text(0.01234, None) == "0.01234"
+    assert (value_text(33_700, "bytes"), value_text(1.5e9, "bytes"), value_text(512, "bytes")) == (
+        "33.7 KB", "1.5 GB", "512 B")

@@ -197,12 +197,17 @@ def summary_line(comparison: Comparison) -> str:
 
 
 def value_text(value: float | None, unit: str | None) -> str:
-    """asv's human units for times and bytes; other units printed after the number, which reads 1,120 from a
-    thousand on (never 1.12e+03) and keeps 4 significant digits below."""
+    """asv's human units for times, bytes as KB, MB and GB; other units printed after the number, which reads
+    1,120 from a thousand on (never 1.12e+03) and keeps 4 significant digits below."""
     if value is None:
         return "-"
-    if unit in ("seconds", "bytes"):
+    if unit == "seconds":
         return human_value(value, unit)
+    if unit == "bytes":  # asv writes 33.7k; a person reads 33.7 KB
+        text = human_value(value, unit)
+        if text[-1:] in ("k", "M", "G", "T", "P"):
+            return f"{text[:-1]} {text[-1].upper()}B"
+        return f"{text} B" if text[-1:].isdigit() else text  # asv's 'n/a' stays as it is
     number = f"{value:,.0f}" if math.isfinite(value) and abs(value) >= 1000 else f"{value:.4g}"
     return number + (f" {unit}" if unit else "")
 
