@@ -319,11 +319,19 @@ def ceilings(latest: pd.DataFrame, machine: str) -> pd.DataFrame:
 
 
 def intensity_points(latest: pd.DataFrame) -> pd.DataFrame:
-    """Cases with both TFLOP/s and GB/s measured: arithmetic intensity = FLOPs per byte moved."""
-    rows = newest_per_case(latest[latest["status"] == "ok"])
-    rows = rows[(rows["tflops"] > 0) & (rows["gbps"] > 0)].copy()
-    rows["intensity"] = 1000 * rows["tflops"] / rows["gbps"]
-    return rows.reset_index(drop=True)
+    """The newest ok case of each provider that a roofline can place, with its intensity (`with_intensity`)."""
+    return with_intensity(newest_per_case(latest[latest["status"] == "ok"])).reset_index(drop=True)
+
+
+def with_intensity(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows with both TFLOP/s and GB/s measured, and their arithmetic intensity: FLOPs per byte moved."""
+    placed = rows[(rows["tflops"] > 0) & (rows["gbps"] > 0)]
+    return placed.assign(intensity=1000 * placed["tflops"] / placed["gbps"])
+
+
+def machine_roofs(latest: pd.DataFrame, machines: Any) -> pd.DataFrame:
+    """`ceilings` of each of these machines, one frame with a `machine` column."""
+    return pd.concat([ceilings(latest, m).assign(machine=m) for m in sorted(set(machines))], ignore_index=True)
 
 
 RATE_CLASSES = {"fp16": "16-bit", "bf16": "16-bit", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
@@ -338,19 +346,13 @@ def roof_fractions(cases: pd.DataFrame, latest: pd.DataFrame) -> pd.DataFrame:
     """`cases` with `intensity`, `of_roof` and `roof_basis` where both TFLOP/s and GB/s were measured: each
     fraction is of the roof the Roofline page draws for the case's machine and dtype (`ceilings` from `latest`,
     `against_roofs`), so every page gives one figure for one case."""
-    out = cases.copy()
-    measured = (out["tflops"] > 0) & (out["gbps"] > 0) if len(out) else pd.Series(dtype=bool)
-    out["intensity"] = np.where(measured, 1000 * out["tflops"] / out["gbps"].where(measured, 1), np.nan) \
-        if len(out) else pd.Series(dtype=float)
-    out["of_roof"], out["roof_basis"] = np.nan, ""
-    placed = out[measured]
+    out = cases.assign(intensity=np.nan, of_roof=np.nan, roof_basis="")
+    placed = with_intensity(out)
     if placed.empty:
         return out
-    roofs = pd.concat([ceilings(latest, m).assign(machine=m) for m in sorted(placed["machine"].unique())],
-                      ignore_index=True)
-    judged = against_roofs(placed, roofs)
-    out.loc[judged.index, "of_roof"] = judged["of_roof"]
-    out.loc[judged.index, "roof_basis"] = judged["roof_basis"]
+    judged = against_roofs(placed, machine_roofs(latest, placed["machine"]))
+    columns = ["intensity", "of_roof", "roof_basis"]
+    out.loc[judged.index, columns] = judged[columns]
     return out
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard.frames import FLYBENCH, imported
+from dashboard.frames import FLYBENCH, case_text, imported
 from flybench import envvars
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 
@@ -149,6 +149,11 @@ def provenance_note(frame: pd.DataFrame) -> None:
 def history_link(subject: str, benchmark: str, case: str) -> str:
     """The History page of one case, as a link every other page can put beside a row."""
     return "history?" + urlencode({"subject": subject, "benchmark": benchmark, "params": case})
+
+
+def history_links(rows: pd.DataFrame) -> list[str]:
+    """Each row's case (subject, benchmark, params) on the History page."""
+    return [history_link(s, b, case_text(p)) for s, b, p in zip(rows["subject"], rows["benchmark"], rows["params"])]
 
 
 def alert_link(subject: str, machine: str, series: str, runs: str | None = None) -> str:

@@ -24,6 +24,7 @@ from dashboard.names import provider_label
 from flybench.benchmark_names import parse
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress import load_config
+from flybench.regress.report import literal_markdown
 
 SPEEDUP_COLUMNS = ["section", "arch", "machine", "label", "provider", "provider_label", "baseline", "baseline_label",
                    "speedup", "shown", "why", "value", "value_base", "commit_hash", "provenance"]
@@ -191,7 +192,7 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
                "which may be of another commit (see the hover).")
     arch_ratios(wide, head, base, source)
     wide["unit"] = wide["unit"].map(frames.unit_label)
-    wide["history"] = history_links(wide)
+    wide["history"] = ui.history_links(wide)
     ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio", "history"], column_config={
         "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×"), "history": HISTORY})
     ui.provenance_note(newest)
@@ -207,11 +208,12 @@ def no_baselines(newest: pd.DataFrame, archs: list[str], source: str) -> None:
     measured = frames.provenance(data.load("latest_cases"))
     own = set(measured.loc[~frames.imported(measured), "arch"].dropna()) if not measured.empty else set()
     unmeasured = [a for a in archs if a not in own]
-    st.info(f"No CK, AITER, hipBLASLt or Triton rows for {', '.join(archs)} in this selection: "
-            f"{SOURCE_NAMES.get(source, source)} measures {', '.join(providers)} only, with no baseline rows of its "
-            "own (its speedup rows are ratios to one)"
-            + (f", and flybench has not run on {', '.join(unmeasured)}. Its nightly on those runners measures the "
-               "baselines beside FlyDSL (docs/rocm.md)." if unmeasured else "."))
+    text = literal_markdown  # architectures, providers and the source are data
+    st.info(f"No CK, AITER, hipBLASLt or Triton rows for {text(', '.join(archs))} in this selection: "
+            f"{text(SOURCE_NAMES.get(source, source))} measures {text(', '.join(providers))} only, with no baseline "
+            "rows of its own (its speedup rows are ratios to one)"
+            + (f", and flybench has not run on {text(', '.join(unmeasured))}. Its nightly on those runners measures "
+               "the baselines beside FlyDSL (docs/rocm.md)." if unmeasured else "."))
 
 
 def source_verdicts(newest: pd.DataFrame, source: str) -> None:
@@ -220,7 +222,7 @@ def source_verdicts(newest: pd.DataFrame, source: str) -> None:
     if "source_vs_main" not in newest or newest["source_vs_main"].isna().all():
         return
     flagged = newest[newest["source_regression"].fillna(False).astype(bool)].copy()
-    name = SOURCE_NAMES.get(source, source)
+    name = literal_markdown(SOURCE_NAMES.get(source, source))  # an importer's name is data
     st.subheader(f"{name}'s own verdicts (theirs, not flybench's)")
     st.caption(f"{name} rebuilds main in the same job and flags a case at {REGRESSION_PERCENT}% or more below it "
                f"(`vs_main`). Of the {len(newest)} newest runs shown, it flagged {len(flagged)}. flybench's own "
@@ -228,7 +230,7 @@ def source_verdicts(newest: pd.DataFrame, source: str) -> None:
     if flagged.empty:
         return
     flagged["vs_main"] = flagged["source_vs_main"] / 100
-    flagged["history"] = history_links(flagged)
+    flagged["history"] = ui.history_links(flagged)
     flagged["ci_run"] = [ui.ci_run_link(source, r) for r in flagged["source_run"]]
     ui.table(flagged.sort_values("source_vs_main"), f"source-verdicts-{source}",
              ["arch", "label", "run_context", "pr", "vs_main", "commit_hash", "ci_run", "history"], column_config={
@@ -260,16 +262,10 @@ def foreign_results(allowed: pd.DataFrame) -> None:
     st.header("Other benchmarks", divider="gray")
     st.caption("Benchmarks outside flybench's case suites, named as their asv suite names them: the newest value "
                "of each series, in the unit its benchmark definition gives.")
-    newest["history"] = history_links(newest)
+    newest["history"] = ui.history_links(newest)
     ui.table(newest, "foreign", [*FOREIGN_COLUMNS, "history"], column_config={
         "shown": "newest value", "commit_hash": "commit", "commit_date": "date", "history": HISTORY})
     ui.provenance_note(newest)
-
-
-def history_links(rows: pd.DataFrame) -> list[str]:
-    """Each row's case on the History page."""
-    return [ui.history_link(s, b, frames.case_text(p)) for s, b, p in zip(rows["subject"], rows["benchmark"],
-                                                                          rows["params"])]
 
 
 main()

@@ -22,7 +22,7 @@ from flybench.regress import load_config
 COLUMNS = ["arch", "machine", "label", "unit", "value", "base", "base_source", "change", "flybench",
            "source_regression", "vs_main", "commit_hash", "ci_run", "history"]
 PUSH_COLUMNS = ["push", "commit_hash", "job_time", "runners", "cases", "slower", "faster", "flagged", "ci_runs"]
-CALL_ORDER = {"slower": 0, "faster": 1, "within noise": 2, "no base": 3}
+CALL_ORDER = {call: i for i, call in enumerate(frames.PR_CALLS)}
 
 
 def main() -> None:
@@ -58,8 +58,7 @@ def main() -> None:
     chosen["label"] = frames.imported_label(chosen)
     chosen["vs_main"] = chosen["vs_main"] / 100
     chosen["ci_run"] = [ui.ci_run_link(s, r) for s, r in zip(chosen["source"], chosen["source_run"])]
-    chosen["history"] = [ui.history_link(s, b, frames.case_text(p)) for s, b, p in
-                         zip(chosen["subject"], chosen["benchmark"], chosen["params"])]
+    chosen["history"] = ui.history_links(chosen)
     chosen = chosen.sort_values(["flybench", "change"], key=lambda c: c.map(CALL_ORDER) if c.name == "flybench" else c)
     slower = chosen[chosen["flybench"] == "slower"]
     st.subheader(f"{push}: {len(slower)} slower, {int((chosen['flybench'] == 'faster').sum())} faster, "

@@ -74,8 +74,7 @@ def steps(rows: pd.DataFrame) -> None:
     if rows.empty:
         st.success("No open regression for this selection.")
         return
-    rows = rows.assign(history=[ui.history_link(s, b, frames.case_text(p)) for s, b, p in
-                                zip(rows["subject"], rows["benchmark"], rows["params"])])
+    rows = rows.assign(history=ui.history_links(rows))
     worse = int(rows["worse"].sum())
     st.subheader(f"{worse} open regression{'s' if worse != 1 else ''}"
                  + (f", {len(rows) - worse} other steps" if len(rows) > worse else ""))
@@ -94,8 +93,7 @@ def environment_steps(rows: pd.DataFrame) -> None:
     st.caption("At each of these commits, series of several workloads, or the baselines measured beside the "
                "subject (`control_providers`), stepped the same way on the machine: a runner or driver episode, "
                "not a kernel change (flybench.toml [regress] environment_workloads).")
-    rows = rows.assign(history=[ui.history_link(s, b, frames.case_text(p)) for s, b, p in
-                                zip(rows["subject"], rows["benchmark"], rows["params"])])
+    rows = rows.assign(history=ui.history_links(rows))
     ui.table(rows, "environment-steps", COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",

@@ -35,13 +35,11 @@ def main() -> None:
     points = frames.intensity_points(timed)
     if not points.empty:
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
-        roofs = pd.concat([frames.ceilings(latest, m).assign(machine=m) for m in sorted(points["machine"].unique())],
-                          ignore_index=True)
+        roofs = frames.machine_roofs(latest, points["machine"])
         lines = pd.concat([frames.roof_lines(g, low, high).assign(machine=m) for m, g in roofs.groupby("machine")],
                           ignore_index=True) if not roofs.empty else pd.DataFrame()
         points = frames.against_roofs(points, roofs)
-        points["history"] = [ui.history_link(s, b, frames.case_text(p)) for s, b, p in
-                             zip(points["subject"], points["benchmark"], points["params"])]
+        points["history"] = ui.history_links(points)
         st.caption("Roofs of each panel: " + "; ".join(f"{m}: {b}" for m, b in
                                                        points.groupby("machine")["roof_basis"].first().items()))
         ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)

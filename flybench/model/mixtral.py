@@ -87,12 +87,10 @@ def init(config: Config, dtype: str, seed: int = 0) -> dict[str, Any]:
 
 def for_moe(params: dict[str, Any], moe: str) -> dict[str, Any]:
     """The weights laid out as the MoE formulation takes them (ragged_dot wants [E, K, N]: transposed once)."""
-    import jax.numpy as jnp
-
     if moe != "ragged_dot":
         return params
-    return {**params, "layers": [{**layer, "w13": jnp.swapaxes(layer["w13"], 1, 2),
-                                  "w2": jnp.swapaxes(layer["w2"], 1, 2)} for layer in params["layers"]]}
+    return {**params, "layers": [{**layer, **dict(zip(("w13", "w2"), xla.ragged_weights(layer["w13"], layer["w2"])))}
+                                 for layer in params["layers"]]}
 
 
 def empty_cache(config: Config, batch: int, length: int, dtype: str) -> dict[str, Any]:

@@ -175,9 +175,14 @@ def _moe_weights_for(path: str) -> Callable | None:
     """ragged_dot takes the right operand as [groups, K, N]: transpose once, outside the timed call."""
     if path != "ragged":
         return None
+    return lambda x, logits, w13, w2: (x, logits, *ragged_weights(w13, w2))
+
+
+def ragged_weights(w13, w2) -> tuple:
+    """The experts' weights ([E, N, K], as the workload stores them) as `moe_ragged` takes them: [E, K, N]."""
     import jax.numpy as jnp
 
-    return lambda x, logits, w13, w2: (x, logits, jnp.swapaxes(w13, 1, 2), jnp.swapaxes(w2, 1, 2))
+    return jnp.swapaxes(w13, 1, 2), jnp.swapaxes(w2, 1, 2)
 
 
 def moe_ragged(x, logits, w13_t, w2_t, *, top_k: int) -> dict:
