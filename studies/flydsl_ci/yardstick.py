@@ -180,7 +180,6 @@ class Replay:
         self._compile = queries.compile_history(db, subject=subject).iloc[0:0]
         at = frame["commit_hash"].map(self.position)
         self._nights = [frame[at <= n].reset_index(drop=True) for n in range(len(self.commits))]
-        self._records = {id(f): queries.records(f) for f in self._nights}
 
     def flags(self, config: RegressConfig, direction: str = "worse", min_confidence: float = 0.0) -> list[Flag]:
         """Every distinct step reported on main over the month, first night each, in night order.
@@ -205,14 +204,8 @@ class Replay:
 
     @contextmanager
     def _serving(self, part: pd.DataFrame) -> Iterator[None]:
-        records = queries.records
-
-        def cached(frame: pd.DataFrame) -> list[dict[str, Any]]:
-            return self._records[id(frame)] if id(frame) in self._records else records(frame)
-
         with mock.patch.object(queries, "history", lambda *a, **k: part), \
-                mock.patch.object(queries, "compile_history", lambda *a, **k: self._compile), \
-                mock.patch.object(queries, "records", cached):
+                mock.patch.object(queries, "compile_history", lambda *a, **k: self._compile):
             yield
 
 
