@@ -28,7 +28,7 @@ from flybench.model import mixtral
 
 def moe_flops(config: mixtral.Config, tokens: int, moe: str) -> float:
     """The MoE GEMMs' FLOPs of one step, as the formulation performs them (gate+up and down, every layer)."""
-    experts = config.top_k if moe == "ragged_dot" else config.experts
+    experts = config.experts if moe == "dense" else config.top_k
     return 2.0 * tokens * experts * 3 * config.hidden * config.intermediate * config.layers
 
 

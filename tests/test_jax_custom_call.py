@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import json
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +29,7 @@ class FakeJaxTriton(types.ModuleType):
         super().__init__("jax_triton")
         self.calls: list[dict] = []
 
-    def triton_call(self, *, kernel, grid, name, out_type, **kwargs):
+    def triton_call(self, *, kernel, grid, name, out_type, input_output_aliases=None, **kwargs):
         made = [jnp.full(t.shape, len(self.calls) + 1 + i / 10, t.dtype) for i, t in enumerate(out_type)]
         self.calls.append({"kernel": kernel, "grid": grid, "name": name, "out_type": out_type, "kwargs": kwargs,
                            "made": made})
@@ -68,3 +72,31 @@ def test_every_launch_becomes_one_call_with_its_outputs_left_unnamed(monkeypatch
 def test_it_says_why_it_cannot_run_on_a_cpu() -> None:
     reason = get_provider("jax-triton").unavailable_reason("diffusion_attention", "bf16", hardware.detect())
     assert reason and "GPU" in reason
+
+
+@pytest.mark.parametrize("workload, case_name", [("moe", "tiny-h128-i64-e8k2-t7"),
+                                                 ("diffusion_attention", "tiny-gqa7-b3-ctx150-d16-p64-bidir")])
+def test_the_jax_function_gives_the_reference_when_each_call_runs_its_kernel(workload: str, case_name: str) -> None:
+    """The wiring checked by its numbers: each triton_call runs its kernel in Triton's interpreter, under
+    jax-triton's contract (outputs bound to the unnamed parameters, aliased operands updated in place). The MoE
+    needs its fills and its aliased accumulator right, or the output is garbage."""
+    pytest.importorskip("triton")
+    script = Path(__file__).parent / "helpers" / "interpreted_jax_triton.py"
+    done = subprocess.run([sys.executable, str(script), workload, case_name], capture_output=True, text=True,
+                          env={**os.environ, "TRITON_INTERPRET": "1"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["passed"], result["reason"]
+    assert result["dtypes"]["out"] == "bfloat16"
+    if workload == "moe":
+        assert [c["name"] for c in result["calls"]] == ["topk_softmax", "count_chunks", "expert_offsets",
+                                                          "scatter_pairs", "moe_gate_up", "moe_down"]
+        assert result["calls"][-1]["aliased"] == ["out", "sorted_ids"]  # the accumulator is updated in place
+
+
+def test_it_runs_the_moe_in_bf16_only_and_says_why_not_fp8() -> None:
+    provider = get_provider("jax-triton")
+    gpu = hardware.Device(kind="cuda", arch="sm_90", name="test GPU", accelerator="h200", driver="",
+                          torch_device="cuda")
+    reason = provider.unavailable_reason("moe", "fp8", gpu)
+    assert reason and "bf16 only" in reason and "`triton` provider" in reason

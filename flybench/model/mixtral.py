@@ -7,8 +7,9 @@ A kernel benchmark cannot track a claim of that kind; a model step can. This
 module is the step: real dimensions (MIXTRAL), fewer layers so the weights fit
 one GPU, RMSNorm, rotary embeddings, grouped-query attention with a KV cache,
 and a top-2 MoE of SwiGLU experts. The MoE is one of `MOE_LAYERS`, each the
-same function the kernel lane's `xla` providers time (`flybench.providers.xla`),
-so the model and the kernel lane share one formulation. Everything else is the
+same function a kernel-lane provider times (`xla`, `xla-dense`, and
+`jax-triton`'s Triton MoE inside the jit), so the model and the kernel lane
+share one formulation. Everything else is the
 same code for every variant.
 
 No weights are downloaded: they are seeded random, scaled so activations stay
@@ -23,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from flybench.providers import xla
+from flybench.providers import jax_custom_call, xla
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,10 @@ TINY = Config(layers=2, hidden=64, intermediate=96, experts=4, top_k=2, heads=4,
 ROLES = {"norm": "role_norms", "attention": "role_attention", "routing": "role_routing", "moe": "role_moe",
          "head": "role_head"}
 """The step's parts as named scopes: a profiler trace's kernels are attributed to a role through them."""
-MOE_LAYERS: dict[str, Callable[..., dict]] = {"ragged_dot": xla.moe_ragged, "dense": xla.moe_dense}
-"""MoE formulations, by name: XLA's grouped `ragged_dot` (the stock path) and the dense masked path."""
+MOE_LAYERS: dict[str, Callable[..., dict]] = {"ragged_dot": xla.moe_ragged, "dense": xla.moe_dense,
+                                              "triton": jax_custom_call.moe}
+"""MoE formulations, by name: XLA's grouped `ragged_dot` (the stock path), the dense masked path, and the
+project's fused Triton MoE as XLA custom calls (jax-triton; a GPU only)."""
 
 
 def with_layers(config: Config, layers: int) -> Config:

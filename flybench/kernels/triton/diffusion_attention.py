@@ -199,6 +199,12 @@ class AttentionPlan:
     out: torch.Tensor
     lse: torch.Tensor
     num_splits: int
+    fills = ()
+    """Buffers that must hold a value before the launches: none, every buffer is written before it is read."""
+
+    def results(self) -> dict[str, tuple[torch.Tensor, torch.dtype]]:
+        """Each output's buffer and the dtype it is returned in (its own)."""
+        return {"out": (self.out, self.out.dtype), "lse": (self.lse, self.lse.dtype)}
 
     def __call__(self) -> dict[str, torch.Tensor]:
         for launch in self.launches:

@@ -160,12 +160,22 @@ class MoePlan:
     out32: torch.Tensor
     out_dtype: torch.dtype
 
+    @property
+    def fills(self) -> tuple[tuple[torch.Tensor, int], ...]:
+        """Buffers set before the launches, every call: padding rows must read as the sentinel, and the down
+        GEMM adds into the float32 output."""
+        return (self.routing.sorted_ids, self.pairs), (self.out32, 0)
+
+    def results(self) -> dict[str, tuple[torch.Tensor, torch.dtype]]:
+        """The output's buffer (float32, accumulated into) and the dtype it is returned in (the input's)."""
+        return {"out": (self.out32, self.out_dtype)}
+
     def __call__(self) -> dict[str, torch.Tensor]:
-        self.routing.sorted_ids.fill_(self.pairs)  # padding rows must read as the sentinel
-        self.out32.zero_()  # the down GEMM accumulates into it
+        for buffer, value in self.fills:
+            buffer.fill_(value)
         for launch in self.launches:
             launch()
-        return {"out": self.out32.to(self.out_dtype)}
+        return {name: buffer.to(dtype) for name, (buffer, dtype) in self.results().items()}
 
 
 def _quantize(src: torch.Tensor, fp8: torch.dtype, row_ids: torch.Tensor | None, pairs: int
