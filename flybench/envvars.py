@@ -11,6 +11,10 @@ COMMIT = "FLYBENCH_COMMIT"
 ENV_NAME = "FLYBENCH_ENV_NAME"
 MACHINE = "FLYBENCH_MACHINE"
 RESULTS_DIR = "FLYBENCH_RESULTS_DIR"
+# Between a `flybench run --gpus` worker and its cases (flybench.suite): the GPU a case runs on, as the node
+# numbers it, and that GPU's UUID; they go into the case's record.
+GPU_INDEX = "FLYBENCH_GPU_INDEX"
+GPU_UUID = "FLYBENCH_GPU_UUID"
 
 # Set by the user.
 FLYDSL_SRC = "FLYBENCH_FLYDSL_SRC"
@@ -19,6 +23,8 @@ DEVICE = "FLYBENCH_DEVICE"
 """`cpu` makes flybench.hardware ignore any GPU (tests, CPU timing)."""
 CEILINGS = "FLYBENCH_CEILINGS"
 """A JSON file of measured ceilings, the roofline's denominators (measure.roofline)."""
+FAKE_GPUS = "FLYBENCH_FAKE_GPUS"
+"""For tests: `flybench run --gpus` sees this many stand-in GPUs and deals CPU cases to them (flybench.hardware)."""
 COMPILE_CACHE = "FLYBENCH_COMPILE_CACHE"
 """Where compile-only metrics are cached between asv processes (compile.cache)."""
 

@@ -82,6 +82,55 @@ def detect() -> Device:
     return Device("cuda", arch, props.name, accelerator, f"cuda {torch.version.cuda}", "cuda")
 
 
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU of this node as torch numbers it (after any *_VISIBLE_DEVICES the user set)."""
+
+    index: int
+    name: str
+    uuid: str  # "GPU-<uuid>", as nvidia-smi -L prints it; "" when torch gives none
+
+
+def gpus(device: Device, torch_cuda=None) -> list[Gpu]:
+    """Every GPU of this node; FLYBENCH_FAKE_GPUS=N makes N stand-ins of the CPU (tests deal CPU cases to them).
+
+    The UUID comes from torch's device properties (`uuid`: a `_CUuuid` whose str is the hex UUID), the same API
+    `detect` reads, so that a GPU that turns out slow can be found again on the node after a reboot renumbers it.
+    """
+    fake = os.environ.get(envvars.FAKE_GPUS)
+    if fake:
+        if not fake.isdigit() or int(fake) < 1:
+            raise ValueError(f"{envvars.FAKE_GPUS}={fake!r}: give a whole number of stand-in GPUs, 1 or more")
+        return [Gpu(i, f"{device.name} (stand-in {i})", f"FAKE-{i}") for i in range(int(fake))]
+    if device.kind == "cpu":
+        return []
+    if torch_cuda is None:
+        import torch
+
+        torch_cuda = torch.cuda
+    found = []
+    for i in range(torch_cuda.device_count()):
+        props = torch_cuda.get_device_properties(i)
+        found.append(Gpu(i, str(props.name), _uuid_text(getattr(props, "uuid", None))))
+    return found
+
+
+def _uuid_text(value) -> str:
+    """`GPU-xxxxxxxx-xxxx-...`: torch's UUID (a `_CUuuid`, text, or 16 bytes) in the vendor tools' spelling."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray)):
+        text = value.hex()
+    else:
+        text = str(value).strip()
+        if text.startswith("GPU-"):
+            return text
+    digits = re.sub(r"[^0-9a-fA-F]", "", text).lower()
+    if len(digits) != 32:
+        return text
+    return f"GPU-{digits[:8]}-{digits[8:12]}-{digits[12:16]}-{digits[16:20]}-{digits[20:]}"
+
+
 def _nvidia_tag(name: str) -> str:
     match = re.search(r"\b([A-Z]\d{2,3}[A-Z]?)\b", name)
     return match.group(1).lower() if match else ""

@@ -68,3 +68,10 @@ def asv_regex(shape_set: str, runnable: list[Choice], cases: list[str] | None = 
     """asv `--bench` patterns selecting exactly the runnable combinations of one shape set (only `cases`, if
     given)."""
     return [benchmark_names.asv_pattern(c.workload, shape_set, c.provider, c.dtype, cases) for c in runnable]
+
+
+def case_keys(shape_set: str, runnable: list[Choice], cases: list[str] | None = None) -> list[tuple[str, ...]]:
+    """Every case the runnable combinations measure in the shape set (only `cases`, if given), as record keys
+    (workload, shape set, case, provider, dtype): what `flybench run --gpus`/`--shard` deals."""
+    return [(c.workload, shape_set, case.name, c.provider, c.dtype) for c in runnable
+            for case in get_workload(c.workload).cases(shape_set) if not cases or case.name in cases]

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import torch  # noqa: F401 - loaded once in asv's forkserver, not once per case
 
-from flybench import benchmark_names, run_identity
-from flybench.measure import record as records
+from flybench import benchmark_names
 from flybench.measure.case import measure_case
 from flybench.measure.contract import PRESETS
+from flybench.measure.process import DIED, recorded
 from flybench.measure.record import CaseRecord
+
+__all__ = ["DIED", "TIMEOUT_S", "CaseSuite", "make_suite", "measured"]
 
 TIMEOUT_S = {"tiny": 300.0, "quick": 900.0, "full": 1800.0}
 """asv kills a case's process after this long."""
@@ -63,28 +65,8 @@ class CaseSuite:
     track_time.type, track_time.unit = "time", "seconds"
 
 
-DIED = "the measuring process died before it finished (crash, hang past the asv timeout, or killed)"
-
-
 def measured(workload: str, shape_set: str, case: str, provider: str, dtype: str) -> CaseRecord:
-    """Measure the case, with its record appended beside the run's results when the run is known.
-
-    A placeholder saying the process died is written first; a crash or a
-    hang leaves it as the case's last record, so the store can say why the
-    case has no time.
-    """
-    run = run_identity.current()
-    key = (workload, shape_set, case, provider, dtype)
-    path = records.path_for(run.results_dir, run.machine, run.commit, run.env_name) if run else None
-    if path is not None:
-        records.append(path, _stamped(CaseRecord(run.run_id, *key, status="failed", reason=DIED), run))
-    record = measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set],
-                          run_id=run.run_id if run else "")
-    if path is not None:
-        records.append(path, _stamped(record, run))
-    return record
-
-
-def _stamped(record: CaseRecord, run: run_identity.RunIdentity) -> CaseRecord:
-    record.commit, record.env, record.machine = run.commit, run.env_name, run.machine
-    return record
+    """Measure the case, with its record appended beside the run's results when the run is known."""
+    return recorded((workload, shape_set, case, provider, dtype), TIMEOUT_S[shape_set],
+                    lambda run_id: measure_case(workload, shape_set, case, provider, dtype, PRESETS[shape_set],
+                                                run_id=run_id))

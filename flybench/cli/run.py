@@ -64,6 +64,22 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="after timing, run each case that passed its gate once more under the hardware-counter "
                              "profiler (Nsight Compute on NVIDIA, rocprofv3 on ROCm) and record its counters beside "
                              "the results; counter runs give no timing samples")
+    parser.add_argument("--gpus", default=None,
+                        help="N or all: one worker per GPU of this node, each pinned to its GPU, the cases dealt "
+                             "longest first by their stored durations; results merged into the one tree "
+                             f"(tests: {envvars.FAKE_GPUS}=N deals CPU cases to N stand-ins)")
+    parser.add_argument("--shard", default=None,
+                        help="I/N: measure only the I-th of N lists dealt from the selection (runners of a pool; "
+                             "every runner deals the same lists from the same stored durations); then "
+                             "`flybench merge` the runners' trees")
+    parser.add_argument("--durations", type=Path, default=None,
+                        help="the case records whose measure_s the deal reads: a machine's folder of a results "
+                             "tree or a .cases.jsonl file (default: this machine's folder in the results tree)")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="start no asv invocation expected to end later than this; the cases left are named "
+                             "(add --resume to a later call to measure them)")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip the cases this commit already has a record of on this machine (a run cut short)")
     parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
     return parser
 
@@ -90,18 +106,28 @@ def main(args: argparse.Namespace) -> int:
     runnable = [c for c in combos if c.reason is None]
     if not runnable:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
-    if args.dry_run:
+    dealt = args.gpus or args.shard or args.max_minutes is not None or args.resume
+    if args.dry_run and not dealt:
         _print_plan(runnable, shape_set, args.case, config, commit)
         return 0
     results = results_dir(config)
+    if dealt and args.dry_run:
+        from flybench.cli._dealt import print_deal
+
+        return print_deal(args, device, runnable, shape_set, results, machine, commit, _asv_env_name(str(config)))
     _register_machine(str(config), machine, device)
     run = run_identity.exports(commit, _asv_env_name(str(config)), machine, results)
     source = repo if repo is not None and (repo / "flybench" / "__init__.py").is_file() else ROOT
     env = {**os.environ, **run,
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)}
-    command = [sys.executable, "-m", "asv", "run", "--config", str(config), "--python=same",
-               "--set-commit-hash", commit, "--machine", machine, "--record-samples", "--show-stderr",
+    asv_args = ["--python=same", "--set-commit-hash", commit, "--machine", machine, "--record-samples",
+                "--show-stderr"]
+    if dealt:
+        from flybench.cli._dealt import run_dealt
+
+        return run_dealt(args, device, runnable, shape_set, config, results, machine, run, env, asv_args)
+    command = [sys.executable, "-m", "asv", "run", "--config", str(config), *asv_args,
                *(["--append-samples"] if args.append_samples else [])]
     code = 0
     chunks = _chunks(runnable)

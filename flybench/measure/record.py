@@ -23,6 +23,12 @@ keep `version` 2 and every flybench that reads 2 reads them:
   recorded before it, and a FlyDSL build's version (0.5.0.dev<commits>)
   changes with every commit, so a base-vs-head comparison of a FlyDSL
   change would refuse all its cases.
+- `gpu` (absent or null before, and outside `flybench run --gpus`): the
+  GPU the case ran on, `{"index": k, "uuid": "GPU-..."}`, as the node
+  numbers it. The store does not keep it: a node's GPUs of one model are
+  one asv machine, so the rows of a run dealt to eight GPUs are the rows
+  of the same run on one; the per-GPU check (flybench.workers.gpu_check)
+  reads it from the records.
 
 The file is written and read through flybench.jsonl: a torn line (a process
 killed mid-write) is skipped with a warning instead of failing.
@@ -75,6 +81,7 @@ class CaseRecord:
     machine: str = ""
     started_at: str = ""
     measure_s: float | None = None
+    gpu: dict | None = None
     version: int = FORMAT_VERSION
 
     @property
