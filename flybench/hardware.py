@@ -101,7 +101,7 @@ def gpus(device: Device, torch_cuda=None) -> list[Gpu]:
     if fake:
         if not fake.isdigit() or int(fake) < 1:
             raise ValueError(f"{envvars.FAKE_GPUS}={fake!r}: give a whole number of stand-in GPUs, 1 or more")
-        return [Gpu(i, f"{device.name} (stand-in {i})", f"FAKE-{i}") for i in range(int(fake))]
+        return [Gpu(i, device.name, f"FAKE-{i}") for i in range(int(fake))]
     if device.kind == "cpu":
         return []
     if torch_cuda is None:
