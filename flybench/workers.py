@@ -198,13 +198,16 @@ def _measure(plan: Plan, worker: Worker, cases: list[Case], progress: Progress, 
     command = [sys.executable, "-m", "asv", "run", "--config", str(_worker_config(plan.config, tree)), *plan.asv_args]
     tail = _Tail(record_file)
     queue = batches(cases, plan.batch_s)
+    first = True
     while queue:
         batch = queue.pop(0)
-        if plan.budget_s is not None and time.monotonic() - started + sum(c.seconds for c in batch) > plan.budget_s:
+        expected_end = time.monotonic() - started + sum(c.seconds for c in batch)
+        if plan.budget_s is not None and not first and expected_end > plan.budget_s:  # the first always starts,
+            # so that repeated calls make progress whatever the estimates say
             with lock:
                 outcome.left += [c.key for b in [batch, *queue] for c in b]
             break
-        begun = time.monotonic()
+        first, begun = False, time.monotonic()
         with log.open("a") as out:
             process = subprocess.Popen(command + bench_patterns(batch), cwd=plan.config.resolve().parent, env=env,
                                        stdout=out,

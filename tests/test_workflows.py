@@ -246,7 +246,7 @@ def test_the_counter_pass_is_opt_in_on_a_manual_nightly():
     nightly = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())
     counters = nightly[True]["workflow_dispatch"]["inputs"]["counters"]  # YAML reads the key `on` as True
     assert counters["type"] == "boolean" and counters["default"] is False
-    runs = {s["if"]: s["run"] for s in nightly["jobs"]["gpu"]["steps"] if "flybench run" in s.get("run", "")}
+    runs = {s["if"]: s["run"] for s in nightly["jobs"]["measure"]["steps"] if "flybench run" in s.get("run", "")}
     assert set(runs) == {"${{ !inputs.counters }}", "${{ inputs.counters }}"}  # exactly one of the two runs
     assert "--counters" in runs["${{ inputs.counters }}"] and "--counters" not in runs["${{ !inputs.counters }}"]
 
@@ -399,3 +399,45 @@ def test_the_same_job_verdict_goes_into_the_nightly_alert(tmp_path: Path, histor
     assert result.returncode == 0 and output.read_text() == f"status={status}\n"
     alert = (tmp_path / "alert.md").read_text()
     assert alert.startswith("history report") and ("same-job verdict" in alert) == bool(paired)
+
+
+def test_the_nightly_shards_each_pool_and_uses_every_gpu_then_merges_before_ingest():
+    """One shard per runner of an architecture's pool (--shard I/N with N the matrix's shard count), every GPU
+    of a node (--gpus all), one asv machine per pool; the shards' trees are kept and merged before the ingest."""
+    jobs = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())["jobs"]
+    measure = jobs["measure"]
+    shards = measure["strategy"]["matrix"]["shard"]
+    assert measure["strategy"]["matrix"]["arch"] == jobs["gpu"]["strategy"]["matrix"]["arch"]
+    assert shards == list(range(1, len(shards) + 1)) and measure["runs-on"] == ["self-hosted", "${{ matrix.arch }}"]
+    runs = [w for s in measure["steps"] for w in step_commands(s) if w[:2] == ["flybench", "run"]]
+    assert len(runs) == 2
+    for words in runs:
+        assert option(words, "--shard") == f"X/{len(shards)}" and option(words, "--gpus") == "all"
+        assert option(words, "--machine") == "nightly-X"
+    upload = only([s for s in measure["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")])
+    assert upload["if"] == "always()" and "results/flydsl/nightly-${{ matrix.arch }}" in upload["with"]["path"]
+    steps = jobs["gpu"]["steps"]
+    names = [s.get("name", "") for s in steps]
+    download = only([s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")])
+    assert download["with"]["pattern"] == "results-${{ matrix.arch }}-*" and upload["with"]["name"].startswith(
+        "results-${{ matrix.arch }}-")
+    assert jobs["gpu"]["needs"] == "measure"
+    assert names.index(download["name"]) < names.index("Merge the shards into the results tree") < \
+        names.index("Ingest")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_merge_step_merges_every_shard_of_its_architecture(tmp_path: Path) -> None:
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    calls = tmp_path / "calls"
+    (venv / "flybench").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (venv / "flybench").chmod(0o755)
+    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    for name in ("results-gfx950-1", "results-gfx950-2", "results-gfx942-1"):
+        (tmp_path / "shards" / name).mkdir(parents=True)
+    script = _step_script("Merge the shards into the results tree", "gfx950")
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, text=True, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text().split() == ["merge", "shards/results-gfx950-1", "shards/results-gfx950-2", "--into",
+                                         "results/flydsl"]
