@@ -331,6 +331,15 @@ def _step_script(name: str, arch: str) -> str:
     return script.replace("${{ matrix.arch }}", arch).replace("${{ runner.name }}", "runner-1")
 
 
+def _fake_flybench(tmp_path: Path, body: str) -> None:
+    """A `.venv` whose activate puts a `flybench` running the shell `body` first on PATH."""
+    venv = tmp_path / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "flybench").write_text(f"#!/bin/sh\n{body}\n")
+    (venv / "flybench").chmod(0o755)
+    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+
+
 def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), "-c", "user.name=t", "-c", "user.email=t@t", *args],
                           check=True, capture_output=True, text=True).stdout.strip()
@@ -351,12 +360,8 @@ def test_the_nightly_pairs_last_nights_flydsl_commit_with_tonights(tmp_path: Pat
     _git(tmp_path, "init", "-q")
     _git(tmp_path, "commit", "-q", "--allow-empty", "-m", f"nightly results: FlyDSL {last[:7]} on gfx950")
     _git(tmp_path, "commit", "-q", "--allow-empty", "-m", "nightly results: FlyDSL 0000000 on gfx942")
-    venv = tmp_path / ".venv" / "bin"
-    venv.mkdir(parents=True)
     calls = tmp_path / "calls"
-    (venv / "flybench").write_text(f'#!/bin/sh\necho "$@" >> {calls}\nexit 1\n')
-    (venv / "flybench").chmod(0o755)
-    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    _fake_flybench(tmp_path, f'echo "$@" >> {calls}\nexit 1')
     output = tmp_path / "github_output"
     env = {**os.environ, "GITHUB_OUTPUT": str(output)}
 
@@ -384,11 +389,7 @@ def test_the_nightly_pairs_last_nights_flydsl_commit_with_tonights(tmp_path: Pat
                                                             ("0", "", "0"), ("2", "1", "2")])
 def test_the_same_job_verdict_goes_into_the_nightly_alert(tmp_path: Path, history: str, paired: str,
                                                           status: str) -> None:
-    venv = tmp_path / ".venv" / "bin"
-    venv.mkdir(parents=True)
-    (venv / "flybench").write_text(f'#!/bin/sh\necho "history report" > alert.md\nexit {history}\n')
-    (venv / "flybench").chmod(0o755)
-    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    _fake_flybench(tmp_path, f'echo "history report" > alert.md\nexit {history}')
     if paired:
         (tmp_path / "paired.md").write_text("### flybench gate: same-job verdict\n")
     script = _step_script("Regressions", "gfx950").replace("${{ steps.paired.outputs.status }}", paired) \
@@ -428,12 +429,8 @@ def test_the_nightly_shards_each_pool_and_uses_every_gpu_then_merges_before_inge
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_the_merge_step_merges_every_shard_of_its_architecture(tmp_path: Path) -> None:
-    venv = tmp_path / ".venv" / "bin"
-    venv.mkdir(parents=True)
     calls = tmp_path / "calls"
-    (venv / "flybench").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
-    (venv / "flybench").chmod(0o755)
-    (venv / "activate").write_text(f'PATH="{venv}:$PATH"\n')
+    _fake_flybench(tmp_path, f'echo "$@" >> {calls}')
     for name in ("results-gfx950-1", "results-gfx950-2", "results-gfx942-1"):
         (tmp_path / "shards" / name).mkdir(parents=True)
     script = _step_script("Merge the shards into the results tree", "gfx950")

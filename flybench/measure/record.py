@@ -27,7 +27,7 @@ keep `version` 2 and every flybench that reads 2 reads them:
   GPU the case ran on, `{"index": k, "uuid": "GPU-..."}`, as the node
   numbers it. The store does not keep it: a node's GPUs of one model are
   one asv machine, so the rows of a run dealt to eight GPUs are the rows
-  of the same run on one; the per-GPU check (flybench.workers.gpu_check)
+  of the same run on one; the per-GPU check (flybench.gpu_check)
   reads it from the records.
 
 The file is written and read through flybench.jsonl: a torn line (a process
