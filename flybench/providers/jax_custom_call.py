@@ -92,6 +92,9 @@ def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict
       which the kernel never reads): a one-element placeholder array.
 
     `plan.results()` names the outputs and the dtype each is returned in.
+    jax-triton hands a kernel its operand buffers first and its output
+    buffers after them, so every pointer a launch writes without reading
+    must come after the pointers it reads (`_check_outputs_last`).
     """
     import jax
     import jax.numpy as jnp
@@ -119,6 +122,9 @@ def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict
                     operands[name] = values[id(arg._base)].reshape(arg.shape)
                 else:
                     written.append(arg)
+            _check_outputs_last(launch, [n for n in _runtime_parameters(launch.kernel)
+                                         if launch.args[n] is None or hasattr(launch.args[n], "data_ptr")],
+                                set(map(id, written)))
             supplied = list(operands)
             aliases = {supplied.index(name): len(written) + i for i, (name, _) in enumerate(updated)}
             results = written + [arg for _, arg in updated]
@@ -149,12 +155,23 @@ def moe(x, logits, w13, w2, *, top_k: int, arch: str | None = None) -> dict:
     from flybench.kernels.triton import configs
     from flybench.kernels.triton import moe as triton_moe
 
+    if str(x.dtype) != "bfloat16":
+        raise ValueError(f"the Triton MoE layer runs in bf16 only (its configurations are bf16's), not {x.dtype}")
     arch = arch or hardware.detect().arch
     arrays = {"x": x, "router_logits": logits.astype("float32"), "w13": w13, "w2": w2}
     meta = {name: torch.empty(a.shape, dtype=getattr(torch, str(a.dtype)), device="meta")
             for name, a in arrays.items()}
     plan = triton_moe.plan(meta, top_k, configs.moe_config(arch, "bf16", x.shape[0]))
     return plan_function(plan, meta)(arrays)
+
+
+def _check_outputs_last(launch: Any, pointers: list[str], written: set[int]) -> None:
+    """Refuse a launch whose written-only pointer comes before a pointer it reads: jax-triton would bind the
+    buffers in the wrong order and the kernel would write into its inputs."""
+    kinds = ["out" if id(launch.args[name]) in written else "in" for name in pointers]
+    if "out" in kinds and "in" in kinds[kinds.index("out"):]:
+        raise ValueError(f"{launch.name}: its output parameters must follow its input pointers for jax-triton "
+                         f"(pointer order: {', '.join(f'{n} ({k})' for n, k in zip(pointers, kinds))})")
 
 
 def _runtime_parameters(kernel: Any) -> list[str]:

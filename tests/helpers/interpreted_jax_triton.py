@@ -10,10 +10,11 @@ interpreter needs concrete arrays) and prints its bf16 logits' error against
 the float32 step with the dense MoE.
 
 The stand-in keeps jax_triton.triton_call's contract: operands named by
-keyword, outputs bound in order to the runtime parameters left unnamed, and
-`input_output_aliases` mapping an operand's index (among the supplied runtime
-parameters, in declaration order) to an output ordinal whose buffer starts as
-that operand. A wiring mistake in `plan_function` (an output bound to the
+keyword; `input_output_aliases` mapping an operand's index (among the
+supplied runtime parameters, in declaration order) to an output ordinal
+whose buffer starts as that operand; and the buffers handed to the kernel's
+pointer parameters in order, the operands' first and the unaliased outputs'
+after them, as jaxlib's Triton custom call passes them. A wiring mistake in `plan_function` (an output bound to the
 wrong parameter, a fill or an alias lost) gives wrong numbers here.
 """
 
@@ -56,17 +57,18 @@ class InterpretedJaxTriton(types.ModuleType):
                    if "constexpr" not in str(p.annotation)]
         supplied = [n for n in runtime if n in kwargs]
         aliases = input_output_aliases or {}
-        outputs: list[torch.Tensor | None] = [None] * len(out_type)
         args = {n: (to_torch(v) if hasattr(v, "dtype") and hasattr(v, "shape") else v) for n, v in kwargs.items()}
+        outputs: list[torch.Tensor | None] = [None] * len(out_type)
         for index, ordinal in aliases.items():
             outputs[ordinal] = args[supplied[index]]
-        free = iter(o for o in range(len(out_type)) if o not in aliases.values())
-        for n in runtime:
-            if n not in kwargs:
-                ordinal = next(free)
-                t = out_type[ordinal]
-                outputs[ordinal] = args[n] = torch.empty(t.shape, dtype=to_torch(jnp.zeros((), t.dtype)).dtype)
-        kernel[grid](**args)
+        for ordinal, t in enumerate(out_type):
+            if outputs[ordinal] is None:
+                outputs[ordinal] = torch.empty(t.shape, dtype=to_torch(jnp.zeros((), t.dtype)).dtype)
+        # The buffers go to the pointer parameters in order: the operands' first, then the unaliased outputs'.
+        pointers = [n for n in runtime if n not in kwargs or isinstance(args[n], torch.Tensor)]
+        buffers = [args[n] for n in pointers if n in kwargs]
+        buffers += [outputs[o] for o in range(len(out_type)) if o not in aliases.values()]
+        kernel[grid](**{**args, **dict(zip(pointers, buffers))})
         self.calls.append({"name": name, "aliased": sorted(supplied[i] for i in aliases)})
         return [to_jax(t) for t in outputs]
 

@@ -84,12 +84,15 @@ def _block_rows(sorted_ids, block_expert, pairs, n_size, TOP_K: tl.constexpr, BL
 
 @triton.jit
 def moe_gate_up(
-    a, a_scale, w, w_scale, act, sorted_ids, block_expert, total, pairs, hidden, inter,
+    a, a_scale, w, w_scale, sorted_ids, block_expert, total, act, pairs, hidden, inter,
     stride_am, stride_we, stride_wn, stride_se, stride_cm,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
-    """act[row, n] = silu(gate) * up for one block of sorted rows and BLOCK_N intermediate columns."""
+    """act[row, n] = silu(gate) * up for one block of sorted rows and BLOCK_N intermediate columns.
+
+    `act`, the one pointer the kernel writes, comes after every pointer it reads: jax-triton passes a custom
+    call's operand buffers first and its output buffers after them, in parameter order."""
     pid_m, rows, _, row_ok, token, expert, n = _block_rows(sorted_ids, block_expert, pairs, inter, TOP_K,
                                                            BLOCK_M, BLOCK_N, GROUP_M)
     if pid_m * BLOCK_M >= tl.load(total):
