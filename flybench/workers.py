@@ -265,8 +265,14 @@ def _drop_records(record_file: Path, keys: set[CaseKey]) -> int:
 
 def _worker_config(config: Path, tree: Path) -> Path:
     """The run's asv config with the worker's results tree as its results_dir (asv writes its results, machine.json
-    and benchmarks.json there); asv reads the other paths from the run's config folder, where it runs."""
+    and benchmarks.json there). The copy lives beside the tree, so its other paths are made absolute against the
+    run's config folder: asv reads a relative `repo` (flybench's own is ".") from the config's folder."""
     conf = json.loads(config.read_text())
+    here = config.resolve().parent
+    for key in ("repo", "benchmark_dir", "env_dir", "html_dir"):  # relative to the run's config, not this copy
+        value = conf.get(key)
+        if isinstance(value, str) and "://" not in value and not value.startswith("git@"):
+            conf[key] = str((here / value).resolve())
     conf["results_dir"] = str(tree)
     path = tree.with_name(tree.name + ".asv.conf.json")
     path.parent.mkdir(parents=True, exist_ok=True)

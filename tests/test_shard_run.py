@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,10 +29,23 @@ def flybench(*argv: str, fake_gpus: str | None = None) -> subprocess.CompletedPr
                           env=env)
 
 
+def _relative_config(tmp_path: Path) -> Path:
+    """A config at the top of its own repository with "repo": ".", as flybench's own asv.conf.json is (asv reads a
+    relative path from the config's folder, so a worker's copy of the config elsewhere must not keep it)."""
+    config = _config(tmp_path)
+    conf = json.loads(config.read_text())
+    conf.update(repo=".", results_dir="results", env_dir="env")
+    config.write_text(json.dumps(conf))
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "subject"], check=True)
+    return config
+
+
 @pytest.fixture(scope="module")
 def two_gpus(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("gpus")
-    config = _config(tmp_path)
+    config = _relative_config(tmp_path)
     done = flybench(*SELECTION, "--config", str(config), "--machine", "ci-gpus", "--gpus", "all", fake_gpus="2")
     return tmp_path, done
 
