@@ -120,4 +120,4 @@ def test_unavailable_provider_is_skipped_with_reason_by_plain_asv(asv_run):
 def test_unknown_names_exit_2_with_valid_names(tmp_path):
     done = subprocess.run([sys.executable, "-m", "flybench", "run", "-w", "nope", "--dry-run"], capture_output=True,
                           text=True, cwd=ROOT)
-    assert done.returncode == 2 and "valid workloads: attention, diffusion_attention, gemm, mla_decode, moe, moe_stage" in done.stderr
+    assert done.returncode == 2 and "valid workloads: attention, diffusion_attention, gemm, mixtral_step, mla_decode, moe, moe_stage" in done.stderr

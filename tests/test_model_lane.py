@@ -15,7 +15,12 @@ import pytest
 jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
-from flybench.model import mixtral  # noqa: E402
+import torch  # noqa: E402
+
+from flybench.measure.case import measure_case  # noqa: E402
+from flybench.measure.contract import PRESETS  # noqa: E402
+from flybench.model import lane, mixtral  # noqa: E402
+from flybench.workloads import Case, get_workload  # noqa: E402
 
 CONFIG = mixtral.TINY
 XLA_MOE = ("ragged_dot", "dense")
@@ -71,3 +76,76 @@ def test_the_triton_moe_layer_computes_the_step_inside_the_model() -> None:
     assert result["shape"] == [2, CONFIG.vocab] and result["moe_calls"] == CONFIG.layers
     assert 0 < result["error"] < 0.05  # bf16 Triton MoE against the float32 step with the dense MoE
 
+
+
+# The model lane as cases: measured through the same path as every kernel case.
+
+STEP = get_workload("mixtral_step")
+
+
+@pytest.mark.parametrize("provider, moe", [("xla", "ragged_dot"), ("xla-dense", "dense")])
+@pytest.mark.parametrize("case_name", [c.name for c in STEP.cases("tiny")])
+def test_a_model_case_is_gated_timed_and_carries_its_conditions(monkeypatch, provider: str, moe: str,
+                                                                 case_name: str) -> None:
+    monkeypatch.setenv("XLA_FLAGS", "--xla_gpu_enable_command_buffer=")
+    record = measure_case("mixtral_step", "tiny", case_name, provider, "bf16", PRESETS["tiny"])
+    assert record.status == "ok", record.reason
+    assert 0 < record.errors["out"] < record.tolerance == STEP.tolerances["bf16"]
+    assert record.median_s > 0 and record.flops == STEP.flops(STEP.case(case_name))
+    conditions = record.implementation["conditions"]
+    case = STEP.case(case_name)
+    assert conditions["moe"] == moe and conditions["precision"] == "bf16"
+    assert conditions["batch"] == case.shape["batch"] and conditions["xla_flags"] == "--xla_gpu_enable_command_buffer="
+    routed = lane.moe_flops(lane.config_of(case), case.shape["batch"] * case.shape["tokens"], "ragged_dot")
+    assert conditions["moe_flops"] == routed * (CONFIG.experts // CONFIG.top_k if moe == "dense" else 1)
+
+
+def test_the_decode_reference_is_the_prefill_of_the_prompt_and_the_new_token() -> None:
+    decode = STEP.case("tiny-l2-decode-b2-ctx6")
+    inputs = STEP.make_inputs(decode, "bf16", "cpu", seed=3)
+    whole = torch.cat([inputs["prompt"], inputs["next"]], dim=1)
+    prefill = Case("mixtral_step", "t7", {**decode.shape, "phase": "prefill", "tokens": 7, "context": 0})
+    by_decode = lane.reference(decode, inputs)["out"]
+    by_prefill = lane.reference(prefill, {"prompt": whole})["out"]
+    assert torch.allclose(by_decode, by_prefill, rtol=1e-4, atol=1e-4 * float(by_prefill.abs().max()))
+
+
+def test_the_minimum_bytes_read_only_the_experts_a_step_routes_to() -> None:
+    decode, prefill = STEP.case("mixtral-l4-decode-b1-ctx512"), STEP.case("mixtral-l4-prefill-b1-t2048")
+    c = lane.config_of(decode)
+    expert_bytes = 2 * 3 * c.hidden * c.intermediate * c.layers
+    assert STEP.min_bytes(prefill, "bf16") - STEP.min_bytes(decode, "bf16") > (c.experts - c.top_k) * expert_bytes
+    assert c.top_k * expert_bytes < STEP.min_bytes(decode, "bf16") < c.top_k * expert_bytes * 1.3
+
+
+def test_model_rows_go_through_asv_and_the_store_like_every_case(tmp_path) -> None:
+    from asv.results import Results
+
+    from flybench.measure import record as records
+    from flybench.store.ingest import ingest
+    from tests.test_asv_run import _config
+
+    config = _config(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "flybench", "run", "--set", "tiny", "--config", str(config),
+                           "--machine", "ci-cpu", "-w", "mixtral_step", "-p", "xla", "-p", "xla-dense", "-d", "bf16"],
+                          capture_output=True, text=True, cwd=Path(__file__).parents[1],
+                          env={**os.environ, "FLYBENCH_DEVICE": "cpu"}, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "4 cases measured" in done.stdout
+    machine_dir = tmp_path / "results" / "ci-cpu"
+    [results_file] = [p for p in machine_dir.glob("*.json") if p.name != "machine.json"]
+    results = Results.load(str(results_file))
+    name = "mixtral_step.Tiny.track_time"
+    values = [v for v in results.get_result_value(name, results.get_result_params(name)) if v == v]
+    assert len(values) == 4 and all(v > 0 for v in values)
+    found = [r for r in records.read(records.beside(results_file))[0] if r["status"] == "ok"]
+    assert {(r["provider"], r["implementation"]["conditions"]["moe"]) for r in found} == {
+        ("xla", "ragged_dot"), ("xla-dense", "dense")}
+    db = tmp_path / "store.duckdb"
+    ingest(tmp_path / "results", db, subject="flybench")
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT count(*) FROM results WHERE benchmark LIKE 'mixtral_step.%' AND value > 0"
+                           ).fetchone()[0]
+    assert rows == 4

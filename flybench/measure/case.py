@@ -96,7 +96,8 @@ def _gate(record, workload, case, provider, dtype, device, seed):
     reference = workload.reference(case, inputs)
     runner = provider.build(case, dtype, inputs, device)
     record.implementation = provider.implementation(case, dtype)
-    if not _passes(record, runner, inputs, reference, dtype, "wrong result"):
+    if not _passes(record, runner, inputs, reference, dtype, "wrong result",
+                   tolerance=workload.tolerances.get(dtype)):
         return None
     return _Gated(workload, case, runner, inputs, reference)
 
@@ -106,7 +107,8 @@ def _time(record, gated: _Gated, device, contract) -> None:
     dtype = record.dtype
     timed = timing.prepare(runner, device, contract)
     if timed.outputs is not None and not _passes(record, timed.call, inputs, reference, dtype,
-                                                 "wrong result under device-graph replay", timed.outputs):
+                                                 "wrong result under device-graph replay", timed.outputs,
+                                                 workload.tolerances.get(dtype)):
         return
     del reference, gated
     record.samples_s = timing.time_call(timed, device)
@@ -120,7 +122,8 @@ def _time(record, gated: _Gated, device, contract) -> None:
         record.flops, record.bytes, record.floor_s, record.median_s)
 
 
-def _passes(record: CaseRecord, call, inputs, reference, dtype: str, failure: str, outputs=None) -> bool:
+def _passes(record: CaseRecord, call, inputs, reference, dtype: str, failure: str, outputs=None,
+            tolerance: float | None = None) -> bool:
     """Run `call` over poisoned outputs and check them against the reference; a failure is recorded.
 
     `outputs` are the tensors the call rewrites (a graph's); without them the
@@ -133,7 +136,7 @@ def _passes(record: CaseRecord, call, inputs, reference, dtype: str, failure: st
     else:
         correctness.poison(outputs, keep=inputs)
         call()
-    verdict = correctness.check(outputs, reference, dtype)
+    verdict = correctness.check(outputs, reference, dtype, tolerance)
     record.errors, record.tolerance = verdict.errors, verdict.tolerance
     if not verdict.passed:
         record.status, record.reason = "failed", f"{failure}: {verdict.reason}"

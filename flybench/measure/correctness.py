@@ -38,9 +38,10 @@ def relative_error(out: "torch.Tensor", ref: "torch.Tensor") -> float:  # noqa: 
     return float(difference / torch.linalg.vector_norm(ref, dtype=torch.float64).clamp_min(1e-30))
 
 
-def check(outputs: Tensors, reference: Tensors, dtype: str) -> Verdict:
-    """Compare every output the provider returned that the reference also has."""
-    tolerance = TOLERANCES[dtype]
+def check(outputs: Tensors, reference: Tensors, dtype: str, tolerance: float | None = None) -> Verdict:
+    """Compare every output the provider returned that the reference also has, within `tolerance` (default: the
+    dtype's)."""
+    tolerance = TOLERANCES[dtype] if tolerance is None else tolerance
     if "out" not in outputs:
         return Verdict(False, tolerance, reason="provider returned no 'out' tensor")
     errors: dict[str, float] = {}

@@ -47,7 +47,7 @@ class FlyDSLJax(Provider):
     """FlyDSL kernels called from `jax.jit` through FlyDSL's own custom-call primitive."""
 
     name = "flydsl-jax"
-    workloads = frozenset({"attention", "diffusion_attention", "moe"})
+    workloads = frozenset({"attention", "diffusion_attention", "moe", "mixtral_step"})
     description = "FlyDSL kernels inside jax.jit as XLA custom calls (flydsl.jax; in no FlyDSL release yet)"
     module = "flydsl"
 

@@ -28,7 +28,7 @@ from flybench import hardware
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.xla import JAX_INSTALL, compiled_runner, to_jax
+from flybench.providers.xla import JAX_INSTALL, compiled_runner, to_jax, with_conditions
 from flybench.workloads.base import Case, Tensors
 
 JAX_TRITON_INSTALL = "pip install jax-triton (0.4.1 needs jax >= 0.11)"
@@ -37,7 +37,7 @@ JAX_TRITON_INSTALL = "pip install jax-triton (0.4.1 needs jax >= 0.11)"
 class JaxTriton(Provider):
     name = "jax-triton"
     module = "jax_triton"
-    workloads = frozenset({"diffusion_attention", "moe"})
+    workloads = frozenset({"diffusion_attention", "moe", "mixtral_step"})
     description = "the project's Triton kernels inside jax.jit as XLA custom calls (jax-triton)"
 
     def unavailable_reason(self, workload: str, dtype: str, device: Device) -> str | None:
@@ -64,6 +64,10 @@ class JaxTriton(Provider):
 
         from flybench.kernels.triton import cases
 
+        if case.workload == "mixtral_step":
+            from flybench.model import lane
+
+            return lane.runner(case, "triton", inputs)
         units = torch.cuda.get_device_properties(0).multi_processor_count
         contiguous = {k: v.contiguous() for k, v in inputs.items()}
         plan = cases.build(case, dtype, contiguous, device.arch,
@@ -72,6 +76,10 @@ class JaxTriton(Provider):
         function = plan_function(plan, contiguous)
         return compiled_runner(lambda *arrays: function(dict(zip(names, arrays))),
                                [to_jax(contiguous[n]) for n in names])
+
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        return with_conditions(super().implementation(case, dtype), case, self.name)
 
 
 def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict[str, Any]]:

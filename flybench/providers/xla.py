@@ -58,8 +58,8 @@ class Xla(Provider):
 
     def __init__(self, name: str, moe_path: str) -> None:
         self.name, self.moe_path = name, moe_path
-        self.workloads = frozenset({"moe"} if moe_path == "dense"
-                                   else {"diffusion_attention", "attention", "moe", "gemm"})
+        self.workloads = frozenset({"moe", "mixtral_step"} if moe_path == "dense"
+                                   else {"diffusion_attention", "attention", "moe", "gemm", "mixtral_step"})
         self.description = ("JAX dense masked MoE (every token through every expert)" if moe_path == "dense" else
                             "JAX/XLA: dot_product_attention, ragged_dot MoE, matmul")
 
@@ -83,6 +83,10 @@ class Xla(Provider):
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         import jax
 
+        if case.workload == "mixtral_step":
+            from flybench.model import lane
+
+            return lane.runner(case, lane.MOE_OF_PROVIDER[self.name], inputs)
         if case.workload == "moe":
             function = partial(moe_ragged if self.moe_path == "ragged" else moe_dense, top_k=case.shape["top_k"])
             names, prepare = ("x", "router_logits", "w13", "w2"), _moe_weights_for(self.moe_path)
@@ -100,6 +104,19 @@ class Xla(Provider):
         if prepare is not None:
             args = jax.block_until_ready(prepare(*args))
         return compiled_runner(function, args)
+
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        return with_conditions(super().implementation(case, dtype), case, self.name)
+
+
+def with_conditions(info: dict[str, Any], case: Case, provider: str) -> dict[str, Any]:
+    """A model-lane record's implementation with the conditions its figure holds under."""
+    if case.workload != "mixtral_step":
+        return info
+    from flybench.model import lane
+
+    return {**info, "conditions": lane.conditions(case, lane.MOE_OF_PROVIDER[provider])}
 
 
 def to_jax(tensor: "torch.Tensor") -> "jax.Array":

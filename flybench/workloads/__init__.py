@@ -1,4 +1,4 @@
-"""The workload catalog: diffusion_attention, attention, mla_decode, moe, moe_stage, gemm."""
+"""The workload catalog: diffusion_attention, attention, mla_decode, moe, moe_stage, gemm, mixtral_step."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from flybench.workloads.attention import AttentionWorkload
 from flybench.workloads.base import SHAPE_SETS, Case, Tensors, Workload
 from flybench.workloads.diffusion_attention import DiffusionAttentionWorkload
 from flybench.workloads.gemm import GemmWorkload
+from flybench.workloads.mixtral_step import MixtralStepWorkload
 from flybench.workloads.mla_decode import MlaDecodeWorkload
 from flybench.workloads.moe import MoeWorkload
 from flybench.workloads.moe_stage import MoeStageWorkload
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
-    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MlaDecodeWorkload(), MoeWorkload(), MoeStageWorkload(), GemmWorkload())
+    for w in (DiffusionAttentionWorkload(), AttentionWorkload(), MlaDecodeWorkload(), MoeWorkload(), MoeStageWorkload(), GemmWorkload(),
+              MixtralStepWorkload())
 }
 
 

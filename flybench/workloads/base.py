@@ -37,6 +37,8 @@ class Workload(ABC):
     name: str
     dtypes: tuple[str, ...]
     description: str
+    tolerances: dict[str, float] = {}
+    """Correctness tolerances that replace the gate's per-dtype ones for this workload (none by default)."""
 
     @abstractmethod
     def catalog(self) -> dict[str, list[Case]]:
