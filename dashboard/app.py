@@ -28,6 +28,7 @@ PAGES = [
     ("regressions.py", "Regressions", ":material/trending_down:"),
     ("resources.py", "Kernel resources", ":material/memory:"),
     ("roofline.py", "Roofline", ":material/show_chart:"),
+    ("model.py", "Model lane", ":material/model_training:"),
 ]
 
 

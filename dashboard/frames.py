@@ -586,3 +586,38 @@ def standing(main: pd.DataFrame, alerts: pd.DataFrame) -> pd.DataFrame:
                     "trend": float(np.exp(np.log(group["trend"]).mean())),
                     "worst": f"{worst['case']}: {worst['trend'] - 1:+.1%}", "alerts": int(group["alert"].sum())})
     return pd.DataFrame(out)
+
+
+MODEL_WORKLOAD = "mixtral_step"
+STOCK_PROVIDER = "xla"
+"""The model lane's stock path: XLA's ragged_dot MoE, which the AMD talk measured FlyDSL against."""
+
+
+def model_rows(latest: pd.DataFrame) -> pd.DataFrame:
+    """The model lane's newest timed steps, one row per machine, case and provider: ms a step, tokens/s, the
+    speedup over the stock path of the same machine and case, and the conditions the figure holds under."""
+    rows = latest[(latest["workload"] == MODEL_WORKLOAD) & (latest["status"] == "ok") & latest["value"].notna()]
+    if rows.empty:
+        return pd.DataFrame()
+    rows = rows.copy()
+    conditions = rows["contract"].map(lambda text: (json.loads(text) if isinstance(text, str) else {})
+                                      .get("conditions", {}))
+    for name in ("phase", "batch", "tokens", "context", "moe", "moe_flops", "xla_flags"):
+        rows[name] = conditions.map(lambda c, n=name: c.get(n))
+    rows["ms"] = rows["value"] * 1e3
+    rows["tokens_per_s"] = rows["batch"] * rows["tokens"] / rows["value"]
+    stock = rows[rows["provider"] == STOCK_PROVIDER].set_index(["machine", "case"])["value"]
+    keys = list(zip(rows["machine"], rows["case"]))
+    rows["speedup"] = [stock.get(key, float("nan")) / value for key, value in zip(keys, rows["value"])]
+    rows["conditions"] = [condition_text(c) for c in conditions]
+    return rows.sort_values(["machine", "case", "provider"]).reset_index(drop=True)
+
+
+def condition_text(conditions: dict[str, Any]) -> str:
+    """The conditions of one model figure, as printed beside its speedup."""
+    if not conditions:
+        return "no conditions recorded"
+    flags = conditions.get("xla_flags") or "none"
+    return (f"{conditions.get('precision', '?')}; batch {conditions.get('batch')} x {conditions.get('tokens')} "
+            f"tokens, context {conditions.get('context')}; {conditions.get('layers')} layers; MoE "
+            f"{conditions.get('moe')} performs {conditions.get('moe_flops', 0) / 1e12:.3g} TFLOP; XLA_FLAGS: {flags}")

@@ -23,13 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from flybench.model import mixtral
-
-
-def moe_flops(config: mixtral.Config, tokens: int, moe: str) -> float:
-    """The MoE GEMMs' FLOPs of one step, as the formulation performs them (gate+up and down, every layer)."""
-    experts = config.experts if moe == "dense" else config.top_k
-    return 2.0 * tokens * experts * 3 * config.hidden * config.intermediate * config.layers
+from flybench.model import lane, mixtral
 
 
 def timed(function, repeats: int) -> float:
@@ -72,7 +66,7 @@ def measure(config: mixtral.Config, moe: str, prompts: list[int], batches: list[
         seconds = timed(lambda: jax.block_until_ready(
             step(params, tokens, mixtral.empty_cache(config, 1, prompt, "bfloat16"), 0)[0]), repeats)
         rows.append({"phase": "prefill", "moe": moe, "batch": 1, "tokens": prompt, "ms": 1e3 * seconds,
-                     "tokens_per_s": prompt / seconds, "moe_tflop": moe_flops(config, prompt, moe) / 1e12})
+                     "tokens_per_s": prompt / seconds, "moe_tflop": lane.moe_flops(config, prompt, moe) / 1e12})
         print(json.dumps(rows[-1]), flush=True)
     for batch in batches:
         tokens = jax.random.randint(jax.random.PRNGKey(batch), (batch, cache // 2), 0, config.vocab)
@@ -88,7 +82,7 @@ def measure(config: mixtral.Config, moe: str, prompts: list[int], batches: list[
         seconds = timed(decode, repeats)
         rows.append({"phase": "decode", "moe": moe, "batch": batch, "tokens": batch, "context": cache // 2,
                      "ms": 1e3 * seconds, "tokens_per_s": batch / seconds,
-                     "moe_tflop": moe_flops(config, batch, moe) / 1e12})
+                     "moe_tflop": lane.moe_flops(config, batch, moe) / 1e12})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 

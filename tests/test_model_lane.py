@@ -118,18 +118,30 @@ def test_the_minimum_bytes_read_only_the_experts_a_step_routes_to() -> None:
     assert c.top_k * expert_bytes < STEP.min_bytes(decode, "bf16") < c.top_k * expert_bytes * 1.3
 
 
-def test_model_rows_go_through_asv_and_the_store_like_every_case(tmp_path) -> None:
-    from asv.results import Results
-
-    from flybench.measure import record as records
+@pytest.fixture(scope="module")
+def lane_store(tmp_path_factory):
+    """The tiny model cases of xla and xla-dense run through `flybench run` (asv) on the CPU, then ingested."""
     from flybench.store.ingest import ingest
     from tests.test_asv_run import _config
 
+    tmp_path = tmp_path_factory.mktemp("lane")
     config = _config(tmp_path)
     done = subprocess.run([sys.executable, "-m", "flybench", "run", "--set", "tiny", "--config", str(config),
                            "--machine", "ci-cpu", "-w", "mixtral_step", "-p", "xla", "-p", "xla-dense", "-d", "bf16"],
                           capture_output=True, text=True, cwd=Path(__file__).parents[1],
-                          env={**os.environ, "FLYBENCH_DEVICE": "cpu"}, timeout=900)
+                          env={**os.environ, "FLYBENCH_DEVICE": "cpu", "XLA_FLAGS": ""}, timeout=900)
+    db = tmp_path / "store.duckdb"
+    if done.returncode == 0:
+        ingest(tmp_path / "results", db, subject="flybench")
+    return tmp_path, done, db
+
+
+def test_model_rows_go_through_asv_and_the_store_like_every_case(lane_store) -> None:
+    from asv.results import Results
+
+    from flybench.measure import record as records
+
+    tmp_path, done, db = lane_store
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "4 cases measured" in done.stdout
     machine_dir = tmp_path / "results" / "ci-cpu"
@@ -139,13 +151,35 @@ def test_model_rows_go_through_asv_and_the_store_like_every_case(tmp_path) -> No
     values = [v for v in results.get_result_value(name, results.get_result_params(name)) if v == v]
     assert len(values) == 4 and all(v > 0 for v in values)
     found = [r for r in records.read(records.beside(results_file))[0] if r["status"] == "ok"]
-    assert {(r["provider"], r["implementation"]["conditions"]["moe"]) for r in found} == {
+    assert {(r["provider"], r["contract"]["conditions"]["moe"]) for r in found} == {
         ("xla", "ragged_dot"), ("xla-dense", "dense")}
-    db = tmp_path / "store.duckdb"
-    ingest(tmp_path / "results", db, subject="flybench")
     import duckdb
 
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT count(*) FROM results WHERE benchmark LIKE 'mixtral_step.%' AND value > 0"
                            ).fetchone()[0]
     assert rows == 4
+
+
+def test_the_model_page_sets_each_layer_beside_ragged_dot_with_its_conditions(lane_store, monkeypatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    _, done, db = lane_store
+    assert done.returncode == 0
+    monkeypatch.setenv("FLYBENCH_DB", str(db))
+    at = AppTest.from_file(str(Path(__file__).parents[1] / "dashboard" / "app.py"), default_timeout=60)
+    at.switch_page("views/model.py")
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    table = at.dataframe[0].value
+    assert set(zip(table["case"], table["provider"])) == {(c.name, p) for c in STEP.cases("tiny")
+                                                          for p in ("xla", "xla-dense")}
+    stock = table[table["provider"] == "xla"]
+    assert (stock["speedup"] == 1.0).all()
+    dense = table[table["provider"] == "xla-dense"].set_index("case")
+    ragged = stock.set_index("case")
+    assert (abs(dense["speedup"] - ragged["ms"] / dense["ms"]) < 1e-9).all()
+    prefill = dense.loc["tiny-l2-prefill-b2-t6"]
+    assert prefill["tokens_per_s"] == pytest.approx(2 * 6 / (prefill["ms"] / 1e3))
+    assert prefill["conditions"].startswith("bf16; batch 2 x 6 tokens, context 0; 2 layers; MoE dense performs ")
+    assert prefill["conditions"].endswith("XLA_FLAGS: none")

@@ -116,6 +116,8 @@ def _time(record, gated: _Gated, device, contract) -> None:
     record.contract["roofline_basis"] = roofline.ceilings(device)[1]
     if timed.note:
         record.contract["note"] = timed.note
+    if "conditions" in record.implementation:  # a model row's (flybench.model.lane): the store keeps the contract
+        record.contract["conditions"] = record.implementation["conditions"]
     record.flops, record.bytes = workload.flops(case) or None, workload.min_bytes(case, dtype)
     record.floor_s = roofline.floor_s(record.flops or 0.0, record.bytes, dtype, device)
     record.tflops, record.gbps, record.roofline_fraction = roofline.rates(
