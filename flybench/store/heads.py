@@ -17,10 +17,16 @@ from __future__ import annotations
 
 import duckdb
 
-NEWEST_ROW = """arg_max(r.rowid, coalesce(o.position, 0)) AS row_id FROM results r LEFT JOIN (
+MEASURED = "r.status <> 'unavailable' OR r.reason IS NOT NULL OR r.value IS NOT NULL"
+"""A row that measured its case, or said why not. asv lists every case of a benchmark in each results file, the
+ones a run's selection left out with no value; such a row (unavailable, with no value and no reason) is no newer
+result of its series: a run of one provider must not hide another provider's latest time."""
+
+NEWEST_ROW = f"""arg_max(r.rowid, [({MEASURED})::BIGINT, coalesce(o.position, 0)]) AS row_id FROM results r LEFT JOIN (
     SELECT subject, hash, row_number() OVER (PARTITION BY subject ORDER BY date IS NOT NULL, date, hash) AS position
     FROM commits) o ON o.subject = r.subject AND o.hash = r.commit_hash"""
-"""A series' newest row: the latest commit date (a commit without one comes last), then the greatest hash.
+"""A series' newest row: among the rows that measured the case (`MEASURED`), the latest commit date (a commit
+without one comes last), then the greatest hash; a series no run measured keeps its newest row.
 Found on the key columns and each commit's position alone, so only the newest rows are read whole.
 Use as `SELECT {NEWEST_ROW} WHERE ... GROUP BY <series>`."""
 

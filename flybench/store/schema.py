@@ -354,6 +354,11 @@ MIGRATIONS: list[list[str]] = [
             seen_at TIMESTAMP NOT NULL
         )""",
     ],
+    [  # v12: a series' head is its newest row that measured the case (flybench.store.heads.MEASURED), so a run
+        # of one provider no longer hides another provider's latest time behind the empty row asv lists for it.
+        "DELETE FROM series_heads",
+        f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
