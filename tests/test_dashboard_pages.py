@@ -403,7 +403,7 @@ def test_a_partial_newest_run_hides_no_provider(db: DashboardDB) -> None:
     assert {"triton", "jax-triton"} <= on_roofline
 
 
-@pytest.mark.parametrize("page", [None, "history", "compare", "regressions", "resources", "roofline"])
+@pytest.mark.parametrize("page", [None, "history", "compare", "regressions", "resources", "roofline", "model"])
 def test_missing_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, page: str | None) -> None:
     monkeypatch.setenv("FLYBENCH_DB", str(tmp_path / "none.duckdb"))
     at = open_page(tmp_path / "none.duckdb", page)
