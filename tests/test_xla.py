@@ -108,7 +108,8 @@ def test_reasons_are_actionable(monkeypatch):
     assert "flybench[jax]" in get_provider("xla-dense").unavailable_reason("moe", "bf16", CPU)
 
 
-def test_dense_path_is_its_own_provider_for_moe_only():
-    assert get_provider("xla-dense").workloads == frozenset({"moe"})
-    assert get_provider("xla").workloads == frozenset({"attention", "diffusion_attention", "moe", "gemm"})
+def test_dense_path_is_its_own_provider_for_moe_and_the_model_lane_only():
+    assert get_provider("xla-dense").workloads == frozenset({"moe", "mixtral_step"})
+    assert get_provider("xla").workloads == frozenset({"attention", "diffusion_attention", "moe", "gemm",
+                                                       "mixtral_step"})
     assert jax.default_backend() == "cpu"
