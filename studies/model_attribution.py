@@ -1,52 +1,38 @@
-"""Where a model-lane step's device time goes: a JAX profiler trace of the step, each GPU kernel's time
-attributed to a role (norms, attention, routing, MoE, head) through the named scopes of `flybench.model.mixtral`.
+"""Where a model-lane step's device time goes, and the Amdahl check of two variants: the CLI of
+`flybench.model.attribution` on a Mixtral-shaped step at real dimensions.
 
-Each kernel event of the trace names the HLO instruction it ran (`hlo_op`); the
-compiled module's text gives that instruction's `op_name` metadata, the
-scope path it was traced under. A kernel whose instruction carries no scope
-is "the rest". The roles' sum is set against the measured step time. XLA
-runs a step's kernels inside CUDA-graph command buffers by default, and a
-kernel in one names the buffer, not its instruction: run with
-`XLA_FLAGS=--xla_gpu_enable_command_buffer=` to attribute (the report
-records the flags and the step time under them).
+A JAX profiler trace of the step, each kernel's time attributed to a role
+(norms, attention, routing, MoE, head) through the named scopes of
+`flybench.model.mixtral`; the roles' sum set against the measured step time.
+Run with `XLA_FLAGS=--xla_gpu_enable_command_buffer=` on a GPU (the report
+records the flags and the step time under them). `--compare BASE HEAD` reads
+two reports and prints the head's speed over the base, measured and as
+replacing only the MoE's kernel time predicts.
 
     XLA_FLAGS=--xla_gpu_enable_command_buffer= \
         python -m studies.model_attribution --layers 4 --moe ragged_dot --phase prefill --tokens 2048 --out DIR
+
+    python -m studies.model_attribution --compare DIR/attribution-ragged_dot-prefill-2048.json \
+        DIR/attribution-triton-prefill-2048.json
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import re
 import sys
-import time
-from collections import Counter
 from pathlib import Path
 
-from flybench.model import mixtral
-
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?metadata=\{[^}]*op_name=\"([^\"]+)\"", re.M)
+from flybench.model import attribution, mixtral
 
 
-def scopes(hlo_text: str) -> dict[str, str]:
-    """HLO instruction name -> its op_name (the traced scope path)."""
-    return {name: op for name, op in _INSTRUCTION.findall(hlo_text)}
-
-
-def role_of(op_name: str) -> str:
-    return next((role for role, scope in mixtral.ROLES.items() if f"/{scope}/" in f"/{op_name}/"), "rest")
-
-
-def kernel_events(trace_dir: Path) -> list[dict]:
-    """The GPU kernel events (complete events on a device's stream) of the newest perfetto trace."""
-    path = max(trace_dir.rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
-    events = json.loads(gzip.open(path, "rt").read())
-    events = events["traceEvents"] if isinstance(events, dict) else events
-    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("args"), dict)
-            and ("hlo_op" in e["args"] or "kernel_details" in e["args"])]
+def compare(base_path: Path, head_path: Path) -> str:
+    """The sentence a kernel engineer wants, from two reports of this script."""
+    base, head = (json.loads(p.read_text()) for p in (base_path, head_path))
+    check = attribution.amdahl(*(attribution.Attribution(r["step_ms"], r["roles_ms"]) for r in (base, head)))
+    return (f"{head['moe']} is {check['measured']:.2f}x {base['moe']} in {head['phase']} {head['tokens']}, of "
+            f"which the MoE kernels explain {check['predicted']:.2f}x (XLA_FLAGS: {head['xla_flags'] or 'none'})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,8 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase", choices=["prefill", "decode"], default="prefill")
     parser.add_argument("--tokens", type=int, default=2048, help="prefill: prompt length; decode: batch")
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--compare", type=Path, nargs=2, metavar=("BASE", "HEAD"))
     args = parser.parse_args(argv)
+    if args.compare:
+        print(compare(*args.compare))
+        return 0
+    if args.out is None:
+        parser.error("--out is required to attribute a step")
     config = mixtral.with_layers(mixtral.MIXTRAL, args.layers)
     params = mixtral.for_moe(mixtral.init(config, "bfloat16"), args.moe)
     batch, length = (1, args.tokens) if args.phase == "prefill" else (args.tokens, 1)
@@ -68,32 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     step = jax.jit(lambda p, t, c, pos: mixtral.step(p, t, c, pos, config=config, moe=args.moe))
     cache = mixtral.empty_cache(config, batch, cache_len, "bfloat16")
     position = 0 if args.phase == "prefill" else cache_len // 2
-    compiled = step.lower(params, tokens, cache, position).compile()
-    names = scopes(compiled.as_text())
-    jax.block_until_ready(compiled(params, tokens, cache, position))
-    began = time.perf_counter()
-    for _ in range(args.steps):
-        jax.block_until_ready(compiled(params, tokens, cache, position))
-    step_ms = 1e3 * (time.perf_counter() - began) / args.steps
-    trace_dir = args.out / "trace"
-    with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
-        for _ in range(args.steps):
-            jax.block_until_ready(compiled(params, tokens, cache, position))
-    events = kernel_events(trace_dir)
-    by_role: Counter[str] = Counter()
-    unknown: Counter[str] = Counter()
-    for e in events:
-        op = e["args"].get("hlo_op", "")
-        role = role_of(names.get(op, names.get(e.get("name", ""), "")))
-        by_role[role] += e["dur"] / 1e3 / args.steps
-        if role == "rest":
-            unknown[op or e.get("name", "?")] += e["dur"] / 1e3 / args.steps
-    kernels_ms = sum(by_role.values())
+    call = (params, tokens, cache, position)
+    found = attribution.attribute(step.lower(*call).compile(), call, args.out / "trace", args.steps)
     report = {"moe": args.moe, "phase": args.phase, "tokens": args.tokens, "layers": args.layers,
-              "xla_flags": os.environ.get("XLA_FLAGS", ""),
-              "step_ms": step_ms, "kernels_ms": kernels_ms, "kernel_share_of_step": kernels_ms / step_ms,
-              "roles_ms": dict(by_role), "rest_top": unknown.most_common(8), "events_per_step": len(events) / args.steps,
-              "instructions_with_scope": len(names)}
+              "xla_flags": os.environ.get("XLA_FLAGS", ""), "step_ms": found.step_ms,
+              "kernels_ms": found.kernels_ms, "kernel_share_of_step": found.kernel_share,
+              "roles_ms": found.roles_ms, "rest_top": found.rest_top, "events_per_step": found.events_per_step}
     (args.out / f"attribution-{args.moe}-{args.phase}-{args.tokens}.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report, indent=1, default=str)[:3000])
     return 0

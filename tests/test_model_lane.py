@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from flybench.measure.case import measure_case  # noqa: E402
 from flybench.measure.contract import PRESETS  # noqa: E402
-from flybench.model import lane, mixtral  # noqa: E402
+from flybench.model import attribution, lane, mixtral  # noqa: E402
 from flybench.workloads import Case, get_workload  # noqa: E402
 
 CONFIG = mixtral.TINY
@@ -183,3 +183,30 @@ def test_the_model_page_sets_each_layer_beside_ragged_dot_with_its_conditions(la
     assert prefill["tokens_per_s"] == pytest.approx(2 * 6 / (prefill["ms"] / 1e3))
     assert prefill["conditions"].startswith("bf16; batch 2 x 6 tokens, context 0; 2 layers; MoE dense performs ")
     assert prefill["conditions"].endswith("XLA_FLAGS: none")
+
+
+def test_a_trace_of_the_step_attributes_its_kernels_to_every_role(tmp_path) -> None:
+    params = mixtral.for_moe(mixtral.init(CONFIG, "float32"), "ragged_dot")
+    cache = mixtral.empty_cache(CONFIG, 2, 6, "float32")
+    step = jax.jit(lambda p, t, c: mixtral.step(p, t, c, 0, config=CONFIG, moe="ragged_dot"))
+    call = (params, TOKENS, cache)
+    found = attribution.attribute(step.lower(*call).compile(), call, tmp_path / "trace", steps=3)
+    assert set(found.roles_ms) <= set(mixtral.ROLES) | {"rest"}
+    assert all(found.roles_ms.get(role, 0) > 0 for role in mixtral.ROLES)  # every scope's kernels found
+    assert found.roles_ms.get("rest", 0) < 0.5 * found.kernels_ms and found.events_per_step > 0
+    assert 0 < found.kernel_share
+
+
+def test_a_role_is_its_whole_scope_name() -> None:
+    assert attribution.role_of("jit(<lambda>)/role_moe/dot_general") == "moe"
+    assert attribution.role_of("jit(<lambda>)/role_moe_extra/add") == "rest"
+    assert attribution.role_of("") == "rest"
+
+
+def test_the_amdahl_check_gives_the_figures_of_the_model_lane_doc() -> None:
+    data = Path(__file__).parents[1] / "docs" / "data" / "h200-model-attribution"
+    base, head = (json.loads((data / name).read_text()) for name in (
+        "attribution-ragged_dot-prefill-2048-rerun.json", "attribution-triton-prefill-2048.json"))
+    check = attribution.amdahl(*(attribution.Attribution(r["step_ms"], r["roles_ms"]) for r in (base, head)))
+    assert round(check["predicted_step_ms"], 2) == 174.06  # 64.43 - 55.54 + 165.17 ms
+    assert (round(check["predicted"], 3), round(check["measured"], 3)) == (0.37, 0.375)

@@ -1,0 +1,103 @@
+"""Where a model step's time goes: each kernel of a JAX profiler trace attributed to a role of the step, and the
+Amdahl check of one variant against another.
+
+Each kernel event of a trace names the HLO instruction it ran (`hlo_op`);
+the compiled module's text gives that instruction's `op_name` metadata, the
+scope path it was traced under, and `flybench.model.mixtral.ROLES` names the
+scopes. A kernel whose instruction carries no role scope is "rest". On a GPU,
+XLA runs a step's kernels inside command buffers by default, and a kernel in
+one names the buffer, not its instruction: attribute with
+`XLA_FLAGS=--xla_gpu_enable_command_buffer=`. On a CPU the trace's thunks
+carry `hlo_op` the same way, which is what the tests attribute.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flybench.model import mixtral
+
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?metadata=\{[^}]*op_name=\"([^\"]+)\"", re.M)
+
+
+@dataclass
+class Attribution:
+    """A step's mean wall time and its kernels' device time per role, in ms."""
+
+    step_ms: float
+    roles_ms: dict[str, float]
+    rest_top: list[tuple[str, float]] = field(default_factory=list)
+    events_per_step: float = 0.0
+
+    @property
+    def kernels_ms(self) -> float:
+        return sum(self.roles_ms.values())
+
+    @property
+    def kernel_share(self) -> float:
+        """How much of the step the kernels account for (the rest is launch gaps and host time)."""
+        return self.kernels_ms / self.step_ms
+
+
+def scopes(hlo_text: str) -> dict[str, str]:
+    """HLO instruction name -> its op_name (the traced scope path)."""
+    return {name: op for name, op in _INSTRUCTION.findall(hlo_text)}
+
+
+def role_of(op_name: str) -> str:
+    """The step's role whose named scope `op_name` lies in, else "rest"."""
+    return next((role for role, scope in mixtral.ROLES.items() if f"/{scope}/" in f"/{op_name}/"), "rest")
+
+
+def kernel_events(trace_dir: Path) -> list[dict]:
+    """The kernel events (complete events naming their HLO instruction) of the newest perfetto trace."""
+    path = max(trace_dir.rglob("*.trace.json.gz"), key=lambda p: p.stat().st_mtime)
+    events = json.loads(gzip.open(path, "rt").read())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    return [e for e in events if e.get("ph") == "X" and isinstance(e.get("args"), dict)
+            and ("hlo_op" in e["args"] or "kernel_details" in e["args"])]
+
+
+def attribute(compiled: Any, args: Sequence[Any], trace_dir: Path, steps: int = 5,
+              clock: Callable[[], float] = time.perf_counter) -> Attribution:
+    """Time `steps` calls of the compiled step, then trace as many and attribute their kernels by role."""
+    import jax
+
+    names = scopes(compiled.as_text())
+    jax.block_until_ready(compiled(*args))
+    began = clock()
+    for _ in range(steps):
+        jax.block_until_ready(compiled(*args))
+    step_ms = 1e3 * (clock() - began) / steps
+    with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
+        for _ in range(steps):
+            jax.block_until_ready(compiled(*args))
+    events = kernel_events(trace_dir)
+    by_role: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
+    for event in events:
+        op = event["args"].get("hlo_op", "")
+        role = role_of(names.get(op, names.get(event.get("name", ""), "")))
+        by_role[role] += event["dur"] / 1e3 / steps
+        if role == "rest":
+            unknown[op or event.get("name", "?")] += event["dur"] / 1e3 / steps
+    return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps)
+
+
+def amdahl(base: Attribution, head: Attribution, role: str = "moe") -> dict[str, float]:
+    """The head's speed over the base, measured and as predicted by replacing only `role`'s kernel time.
+
+    "2.9x in prefill, of which MoE explains 2.6x": `measured` is the first
+    figure, `predicted` the second.
+    """
+    predicted_ms = base.step_ms - base.roles_ms.get(role, 0.0) + head.roles_ms.get(role, 0.0)
+    return {"measured": base.step_ms / head.step_ms, "predicted": base.step_ms / predicted_ms,
+            "predicted_step_ms": predicted_ms}
