@@ -422,9 +422,25 @@ def test_the_nightly_shards_each_pool_and_uses_every_gpu_then_merges_before_inge
     download = only([s for s in steps if s.get("uses", "").startswith("actions/download-artifact@")])
     assert download["with"]["pattern"] == "results-${{ matrix.arch }}-*" and upload["with"]["name"].startswith(
         "results-${{ matrix.arch }}-")
-    assert jobs["gpu"]["needs"] == "measure"
+    assert jobs["gpu"]["needs"] == ["flydsl", "measure"]
     assert names.index(download["name"]) < names.index("Merge the shards into the results tree") < \
         names.index("Ingest")
+
+
+def test_every_job_of_the_night_measures_the_one_flydsl_commit_resolved_first():
+    """The shards, the same-job check and the compile-only job check out the commit the `flydsl` job resolved, so a
+    commit landing on FlyDSL's main during the night cannot split one night's results between two commits."""
+    jobs = yaml.safe_load((ROOT / ".github/workflows/nightly.yml").read_text())["jobs"]
+    resolve = only(jobs["flydsl"]["steps"])
+    assert "git ls-remote https://github.com/ROCm/FlyDSL HEAD" in resolve["run"]
+    assert jobs["flydsl"]["outputs"]["commit"] == "${{ steps.%s.outputs.commit }}" % resolve["id"]
+    checkouts = {name: [s for s in job["steps"] if s.get("with", {}).get("repository") == "ROCm/FlyDSL"]
+                 for name, job in jobs.items()}
+    fetching = {name for name, found in checkouts.items() if found}
+    assert fetching == {"measure", "gpu", "compile"}
+    for name in fetching:
+        assert "flydsl" in ([jobs[name]["needs"]] if isinstance(jobs[name]["needs"], str) else jobs[name]["needs"])
+        assert [s["with"]["ref"] for s in checkouts[name]] == ["${{ needs.flydsl.outputs.commit }}"]
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
