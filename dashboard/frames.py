@@ -606,7 +606,8 @@ def model_rows(latest: pd.DataFrame) -> pd.DataFrame:
         rows[name] = conditions.map(lambda c, n=name: c.get(n))
     rows["ms"] = rows["value"] * 1e3
     rows["tokens_per_s"] = rows["batch"] * rows["tokens"] / rows["value"]
-    stock = rows[rows["provider"] == STOCK_PROVIDER].set_index(["machine", "case"])["value"]
+    stock = rows[rows["provider"] == STOCK_PROVIDER].drop_duplicates(["machine", "case"], keep="last") \
+        .set_index(["machine", "case"])["value"]  # one stock time per machine and case, whatever its environments
     keys = list(zip(rows["machine"], rows["case"]))
     rows["speedup"] = [stock.get(key, float("nan")) / value for key, value in zip(keys, rows["value"])]
     rows["conditions"] = [condition_text(c) for c in conditions]

@@ -116,7 +116,8 @@ def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict
             values[id(buffer)] = jnp.full(tuple(buffer.shape), value, _jax_dtype(buffer.dtype))
         for launch in plan.launches:
             operands, written, updated = {}, [], []
-            for name in _runtime_parameters(launch.kernel):
+            parameters = _runtime_parameters(launch.kernel)
+            for name in parameters:
                 arg = launch.args[name]
                 if arg is None:
                     operands[name] = jnp.zeros((1,), jnp.float32)
@@ -130,7 +131,7 @@ def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict
                     operands[name] = values[id(arg._base)].reshape(arg.shape)
                 else:
                     written.append(arg)
-            _check_outputs_last(launch, [n for n in _runtime_parameters(launch.kernel)
+            _check_outputs_last(launch, [n for n in parameters
                                          if launch.args[n] is None or hasattr(launch.args[n], "data_ptr")],
                                 set(map(id, written)))
             supplied = list(operands)
