@@ -10,6 +10,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from fixtures.asv_files import machine_json
 from fixtures.asv_project import MACHINE, AsvProject, build
 
 from flybench.cli import main
@@ -153,7 +154,7 @@ def test_a_damaged_schema_marker_gets_advice_that_works(damage: list[str], messa
     with duckdb.connect(str(db)) as conn:
         for statement in damage:
             conn.execute(statement)
-    (tmp_path / "results").mkdir()
+    machine_json(tmp_path / "results")  # a results tree of one machine and no results yet
     for argv in (["regressions", "--db", str(db)],
                  ["ingest", str(tmp_path / "results"), "--db", str(db), "--subject", "toy"]):
         assert main(argv) == 2

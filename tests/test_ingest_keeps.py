@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -44,8 +45,44 @@ def test_trees_of_several_runners_merge_and_absent_files_are_kept(tmp_path: Path
     assert scalar(db, "SELECT count(DISTINCT machine) FROM results") == 2
     again = ingest(second, db, "toy")
     assert again.loaded == [] and again.kept == report.kept  # still kept, still counted
-    pruned = ingest(second, db, "toy", prune=True)
-    assert pruned.removed == ["runner-a/aaaaaaaa-existing-py.json"] and not pruned.kept
+    pruned = ingest(second, db, "toy", prune=True)  # runner-a's folder is not in this tree: its rows stay
+    assert not pruned.removed and pruned.kept == ["runner-a/aaaaaaaa-existing-py.json"]
+    assert "1 stored files of machine folders this tree does not hold, kept" in pruned.summary()
+    assert scalar(db, "SELECT count(DISTINCT machine) FROM results") == 2
+
+
+def test_prune_on_the_parent_of_results_trees_removes_nothing(tmp_path: Path, capsys) -> None:
+    """`flybench ingest results --prune`, one folder above the tree, emptied the store: each subject tree looked
+    like a machine folder, and every stored file was absent from it."""
+    tree = runner_tree(tmp_path / "results" / "toy", "runner-a", "a" * 40)
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "project": "toy", "results_dir": "results/toy"}))
+    db = tmp_path / "db.duckdb"
+    assert cli(["ingest", str(tree), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert cli(["ingest", str(tmp_path / "results"), "--db", str(db), "--prune"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no machine folder" in err and "nothing was stored or removed" in err
+    assert f"ingest each of them (`flybench ingest {tree}`)" in err and "Traceback" not in err
+    assert scalar(db, "SELECT count(*) FROM results") == 1
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert cli(["ingest", str(empty), "--db", str(db), "--subject", "toy", "--prune"]) == 2
+    assert "Name asv's results_dir" in capsys.readouterr().err
+    assert scalar(db, "SELECT count(*) FROM results") == 1
+
+
+def test_prune_removes_only_files_of_the_machine_folders_the_tree_holds(tmp_path: Path) -> None:
+    db = tmp_path / "db.duckdb"
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    machine_json(tree, "runner-b")
+    results_json(tree, {"b.T.time_plain": [[2.5], [], "1", 1767268800000, 0.1]}, commit="b" * 40,
+                 machine="runner-b")
+    assert ingest(tree, db, "toy").ok
+    (tree / "runner-a" / "aaaaaaaa-existing-py.json").unlink()  # a file gone from a folder the tree holds
+    shutil.rmtree(tree / "runner-b")  # a whole machine gone from this copy of the tree
+    pruned = ingest(tree, db, "toy", prune=True)
+    assert pruned.removed == ["runner-a/aaaaaaaa-existing-py.json"]
+    assert pruned.kept == ["runner-b/bbbbbbbb-existing-py.json"]
     assert scalar(db, "SELECT list(DISTINCT machine) FROM results") == ["runner-b"]
 
 

@@ -36,8 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                                                     "(default: asv.conf.json at or above the results)")
     parser.add_argument("--branch", help="branch of the commits read in this run, when known")
     parser.add_argument("--prune", action="store_true",
-                        help="remove the stored rows of files this tree no longer holds (default: keep them, "
-                             "as when trees of several runners are merged)")
+                        help="remove the stored rows of files this tree no longer holds, in the machine folders "
+                             "it holds (default: keep them, as when trees of several runners are merged); a "
+                             "machine whose folder is not in the tree keeps its rows")
     parser.add_argument("--no-rescan", action="store_true",
                         help="skip the end-of-ingest regression rescan (most of a large ingest's time): the next "
                              "`flybench ingest` does it, and `flybench regressions` computes it meanwhile")

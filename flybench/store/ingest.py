@@ -69,6 +69,7 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
     rows: int = 0
     counter_rows: int = 0  # hardware-counter rows (flybench.store.counters)
+    pruned: bool = False  # --prune was given: `kept` are then files of machines the tree does not hold
 
     @property
     def ok(self) -> bool:
@@ -80,7 +81,10 @@ class IngestReport:
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
             + (f"; {self.counter_rows} hardware-counter rows" if self.counter_rows else "")
         ]
-        if self.kept:
+        if self.kept and self.pruned:
+            lines.append(f"  {len(self.kept)} stored files of machine folders this tree does not hold, kept: "
+                         "`--prune` removes only files of the machines the tree holds")
+        elif self.kept:
             lines.append(f"  {len(self.kept)} stored files not in this tree, kept; `--prune` removes them")
         lines += [f"  error: {e.path}: {e.message}" for e in self.errors]
         lines += [f"  warning: {w}" for w in self.warnings]
@@ -105,8 +109,11 @@ def ingest(
     be filed under the wrong repository. `branch`, when the caller knows it
     (nightly on main, a PR branch), is recorded for the commits read in this
     run. Stored files that this tree lacks are kept (a tree is often one
-    runner's artifact among several) unless `prune` is set. `progress`, if
-    given, is told (files read, files to read) as each file is read.
+    runner's artifact among several) unless `prune` is set, and even then
+    only those under a machine folder the tree holds are removed. A tree
+    without any machine folder (the parent of results trees, a wrong path)
+    is refused before anything is written. `progress`, if given, is told
+    (files read, files to read) as each file is read.
     """
     root = Path(results_dir)
     if not root.is_dir():
@@ -125,6 +132,8 @@ def ingest(
     if unreadable:  # a folder that cannot be listed looks empty: --prune would drop its stored rows
         raise FlybenchError(f"cannot read {', '.join(map(str, unreadable))} (permission denied): nothing was "
                             "stored or removed; make them readable (chmod u+rx) and ingest again")
+    if not held_machines(machine_dirs):  # the parent of results trees, say: --prune would drop every stored row
+        raise FlybenchError(_no_machine_folder(root, machine_dirs))
     # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
     readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs), progress)
@@ -166,6 +175,29 @@ def _listing(root: Path) -> list[Path]:
         return list(root.iterdir())
     except OSError as exc:
         raise FlybenchError(f"cannot read {root} ({exc.strerror or exc}): nothing was stored or removed") from exc
+
+
+def held_machines(machine_dirs: list[Path]) -> set[str]:
+    """The folders of a tree that are asv machine folders (they hold a machine.json, even a broken one).
+
+    Only files under these are ever pruned: a folder that is not in the tree
+    (another runner's, a retired machine's) or is no machine folder says
+    nothing about the stored files of its name.
+    """
+    return {d.name for d in machine_dirs if os.path.lexists(d / "machine.json")}
+
+
+def _no_machine_folder(root: Path, folders: list[Path]) -> str:
+    """Why a tree with no machine folder is refused, and which trees to name instead when it holds some."""
+    trees = [d for d in folders if (d / "benchmarks.json").is_file() or any(
+        os.path.lexists(sub / "machine.json") for sub in d.iterdir() if sub.is_dir())]
+    said = (f"{root} holds no machine folder (<machine>/machine.json beside asv's results files), so it is no asv "
+            "results tree: nothing was stored or removed")
+    if trees:
+        return (f"{said}. It holds the results trees {', '.join(map(str, trees))}: ingest each of them "
+                f"(`flybench ingest {trees[0]}`), or run `flybench ingest` without a path to ingest every "
+                "subject's tree")
+    return f"{said}. Name asv's results_dir (the results_dir of asv.conf.json), which holds one folder per machine"
 
 
 def _readable(folder: Path) -> bool:
@@ -297,10 +329,12 @@ def _ingest_files(
     report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings,
                                                           report.errors)
     absent = sorted(tracker.known_paths() - seen)
-    if not prune:
-        report.kept = [path for path in absent if tracker.kind(path) in ("results", stored_counters.KIND)]
-        absent = []
-    for relpath in absent:
+    held = held_machines(machine_dirs)
+    pruned = [path for path in absent if prune and path.split("/", 1)[0] in held]
+    report.pruned = prune
+    report.kept = [path for path in absent
+                   if path not in pruned and tracker.kind(path) in ("results", stored_counters.KIND)]
+    for relpath in pruned:
         with _transaction(conn):
             if tracker.kind(relpath) == stored_counters.KIND:
                 stored_counters.remove(conn, subject, relpath)
