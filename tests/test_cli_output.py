@@ -78,10 +78,18 @@ def test_a_report_that_cannot_be_written_is_bad_input_with_advice(tmp_path: Path
     from flybench.regress.compare import Comparison
     from flybench.regress.report import to_json
 
+    from flybench.errors import FlybenchError
+    from flybench.regress.report import write
+
     saved = tmp_path / "c.json"
-    saved.write_text(to_json(Comparison("m", "a" * 40, "b" * 40, 0.001)))
-    assert main(["render", str(saved), "--output", "/dev/full"]) == 2
-    assert "cannot write /dev/full (No space left on device)" in capsys.readouterr().err
+    comparison = Comparison("m", "a" * 40, "b" * 40, 0.001)
+    saved.write_text(to_json(comparison))
+    with pytest.raises(FlybenchError, match=r"cannot write /dev/full \(No space left on device\)"):
+        write(comparison, "json", Path("/dev/full"))  # a full disk, as the write meets it
+    with pytest.raises(SystemExit) as exit_:  # the command refuses a device before it writes
+        main(["render", str(saved), "--output", "/dev/full"])
+    assert exit_.value.code == 2
+    assert "/dev/full is a character device, not a regular file" in capsys.readouterr().err
     for limit in ("-1", "0", "50"):
         with pytest.raises(SystemExit) as exit_:
             main(["render", str(saved), "--limit", limit])

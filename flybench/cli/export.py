@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flybench.cli._output import output_path
+from flybench.cli._output import output_folder, output_path
 from flybench.errors import FlybenchError
 from flybench.store import DEFAULT_DB
 from flybench.store.export import FORMATS, PARTITIONS, export_rows, export_store
@@ -22,7 +22,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--query", help="SQL over the store's tables, e.g. \"SELECT * FROM results WHERE machine = 'x'\"")
     what.add_argument("--table", help="one table of the store, e.g. results or commits")
-    what.add_argument("--dir", type=Path, help="export the whole store as Parquet into this new (or empty) folder; "
+    what.add_argument("--dir", type=output_folder, help="export the whole store as Parquet into this new (or empty) folder; "
                                                "the same command again finishes an export that stopped partway")
     parser.add_argument("--output", type=output_path, help="the file to write, with --query or --table")
     parser.add_argument("--format", choices=FORMATS, default="parquet", help="file format (default: parquet)")

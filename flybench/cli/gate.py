@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from flybench import benchmark_names, envvars, hardware, subject_code
-from flybench.cli._output import output_path
+from flybench.cli._output import output_folder, output_path
 from flybench.cli.run import ROOT as RUN_ROOT
 from flybench.cli.run import results_dir
 from flybench.compile import affected, registry
@@ -76,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--kernel", "-k", action="append",
                         help="compile half: only the kernels matching this glob (default: every kernel of the subject)")
     parser.add_argument("--arch", action="append", help="compile half: only this target (repeatable)")
-    parser.add_argument("--isa-diff", type=Path, default=None,
+    parser.add_argument("--isa-diff", type=output_folder, default=None,
                         help="compile half: write a unified ISA diff per kernel and target whose code changed here "
                              "(default: isa-diff/ in the work folder)")
     parser.add_argument("--no-timing", action="store_true", help="skip the timing half")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from flybench.cli._output import output_folder
 from flybench.errors import FlybenchError
 from flybench.merge import merge
 
@@ -28,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "Exit status: 0 merged, 2 bad input (a source that is no results tree, an unreadable file, "
                     "trees of different benchmark code).")
     parser.add_argument("sources", nargs="+", type=Path, help="results trees, one per shard or worker")
-    parser.add_argument("--into", dest="dest", type=Path, required=True,
+    parser.add_argument("--into", dest="dest", type=output_folder, required=True,
                         help="the results tree to write (created if missing; e.g. the asv config's results_dir)")
     return parser
 
@@ -41,8 +42,6 @@ def main(args: argparse.Namespace) -> int:
                             "and the tree to write with --into")
     if len(set(sources)) != len(sources):
         raise FlybenchError("a source is named twice: name each copied tree once")
-    if dest.exists() and not dest.is_dir():
-        raise FlybenchError(f"--into {args.dest} is a file: name a folder (a results tree, new or existing)")
     report = merge(sources, dest)
     for line in report.replaced:
         print(f"measured twice: {line}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.write_target import check_file
 
 DEFAULT_PATH = Path("results") / "accepted.json"
 FORMAT_VERSION = 1
@@ -72,6 +73,8 @@ def add(path: Path | None, acceptance: Acceptance) -> tuple[Path, bool]:
     file = path or DEFAULT_PATH
     if file.is_dir():
         raise FlybenchError(f"accepted-levels file {file} is a directory: pass a file, e.g. {file / 'accepted.json'}")
+    check_file(file)  # the rename below would replace a device node (as root, /dev/null itself) with this file
+    check_file(_lock_path(file))  # opening a FIFO there would block
     file.parent.mkdir(parents=True, exist_ok=True)
     with _locked(file):
         current = load(file) if file.is_file() else []
@@ -97,12 +100,16 @@ def add(path: Path | None, acceptance: Acceptance) -> tuple[Path, bool]:
 @contextlib.contextmanager
 def _locked(file: Path) -> Iterator[None]:
     """An exclusive lock on `<file>.lock`, held while the file is read and replaced."""
-    with file.with_name(file.name + ".lock").open("a") as lock:
+    with _lock_path(file).open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _lock_path(file: Path) -> Path:
+    return file.with_name(file.name + ".lock")
 
 
 def now() -> str:
