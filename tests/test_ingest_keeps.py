@@ -163,3 +163,34 @@ def test_a_tree_without_a_config_asks_for_subject_by_its_flag(tmp_path: Path, ca
     tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
     assert cli(["ingest", str(tree), "--db", str(tmp_path / "db.duckdb")]) == 2
     assert "pass --subject NAME (e.g. --subject flydsl)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("project", [[1, 2], {"a": 1}, 7, None, "", "two\nlines"])
+def test_a_config_whose_project_is_no_name_stores_nothing(project, tmp_path: Path, capsys) -> None:
+    """`{"project": [1, 2]}` filed a second copy of every row under a subject named "[1, 2]", with exit 0."""
+    tree = runner_tree(tmp_path / "results", "runner-a", "a" * 40)
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps({"version": 1, "project": "toy", "results_dir": "results"}))
+    db = tmp_path / "db.duckdb"
+    assert cli(["ingest", str(tree), "--db", str(db)]) == 0
+    capsys.readouterr()
+    config.write_text(json.dumps({"version": 1, "project": project, "results_dir": "results"}))
+    for subject in ([], ["--subject", "toy"]):
+        assert cli(["ingest", str(tree), "--db", str(db), *subject]) == 2
+        err = capsys.readouterr().err
+        assert f"{config}: 'project' is {json.dumps(project)}, not a name on one line" in err
+        assert 'write it as a string, e.g. "project": "flydsl"' in err and "Traceback" not in err
+    assert scalar(db, "SELECT list(DISTINCT subject) FROM results") == ["toy"]
+    assert scalar(db, "SELECT count(*) FROM results") == 1
+
+
+def test_a_bad_config_of_a_later_subject_tree_stops_the_ingest_before_any_tree_is_written(tmp_path: Path,
+                                                                                           monkeypatch, capsys):
+    runner_tree(tmp_path / "results" / "toy", "runner-a", "a" * 40)
+    (tmp_path / "asv.conf.json").write_text(json.dumps({"version": 1, "project": "toy", "results_dir": "results/toy"}))
+    other = runner_tree(tmp_path / "results" / "other", "runner-b", "b" * 40)
+    (other / "asv.conf.json").write_text(json.dumps({"version": 1, "project": [1, 2], "results_dir": "."}))
+    monkeypatch.chdir(tmp_path)
+    assert cli(["ingest", "--db", "db.duckdb", "--no-rescan"]) == 2
+    assert "'project' is [1, 2]" in capsys.readouterr().err
+    assert not (tmp_path / "db.duckdb").exists()

@@ -11,7 +11,7 @@ from typing import IO
 
 from flybench.regress import stored
 from flybench.store import DEFAULT_DB, ingest
-from flybench.store.ingest import default_results_dir, size_limit_as_advice
+from flybench.store.ingest import default_results_dir, size_limit_as_advice, subject_of
 
 DEFERRED = ("regressions: rescan deferred (--no-rescan): the next `flybench ingest` computes and stores it; "
             "until then `flybench regressions` computes it each time it runs")
@@ -51,10 +51,14 @@ def main(args: argparse.Namespace) -> int:
     else:
         main_tree = default_results_dir(args.config or Path("asv.conf.json"))
         trees = [main_tree, *subject_trees(main_tree.parent, main_tree)]
+    for tree in trees:  # every tree's config checked before any tree is written
+        first = tree == trees[0]  # --subject and --config name the first tree; the others carry their own config
+        if tree.is_dir():
+            subject_of(tree, args.subject if first else None, args.config if first else None)
     status = 0
     progress = Progress()
     for tree in trees:
-        first = tree == trees[0]  # --subject and --config name the first tree; the others carry their own config
+        first = tree == trees[0]
         report = ingest(tree, args.db, args.subject if first else None, config=args.config if first else None,
                         branch=args.branch, prune=args.prune, progress=progress)
         print(report.summary(), file=sys.stdout if report.ok else sys.stderr)

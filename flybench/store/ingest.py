@@ -118,7 +118,7 @@ def ingest(
     root = Path(results_dir)
     if not root.is_dir():
         raise FlybenchError(f"{root} is not a directory of asv results (asv's results_dir)")
-    subject = _subject(root, subject, Path(config) if config else None)
+    subject = subject_of(root, subject, Path(config) if config else None)
     benchmarks_path = root / "benchmarks.json"
     report = IngestReport(str(db_path), subject)
     benchmarks = load_benchmarks(benchmarks_path) if benchmarks_path.is_file() else {}
@@ -368,11 +368,11 @@ def _config_project(results_dir: Path, config: Path | None) -> tuple[Path, str] 
     candidates = [config] if config else [d / "asv.conf.json" for d in (here, *here.parents)]
     for path in candidates:
         if path.is_file():
-            return path, str(_asv_config(path, "project"))
+            return path, _asv_config(path, "project")
     return None
 
 
-def _subject(results_dir: Path, subject: str | None, config: Path | None) -> str:
+def subject_of(results_dir: Path, subject: str | None, config: Path | None = None) -> str:
     """The subject to file the tree under: the one given, unless the tree's asv config names another."""
     if subject is None:
         return project_name(results_dir, config)
@@ -386,14 +386,23 @@ def _subject(results_dir: Path, subject: str | None, config: Path | None) -> str
 
 def default_results_dir(config: Path = Path("asv.conf.json")) -> Path:
     """asv's `results_dir` from its config, relative to the config's folder as asv reads it."""
-    return config.parent / str(_asv_config(config, "results_dir"))
+    return config.parent / _asv_config(config, "results_dir")
 
 
-def _asv_config(path: Path, key: str) -> Any:
+def _asv_config(path: Path, key: str) -> str:
+    """A text setting of an asv config, checked before anything is written: a `project` of `[1, 2]` was filed
+    as a subject named "[1, 2]", beside the real one, a second copy of every row."""
     try:
-        return util.load_json(str(path), js_comments=True)[key]
+        value = util.load_json(str(path), js_comments=True)[key]
     except BAD_FILE as exc:
         raise FlybenchError(f"{path}: cannot read {key!r} ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise FlybenchError(f"{path}: {key!r} is {json.dumps(value)}, not a name on one line: asv reads it as text; "
+                            f"write it as a string, e.g. \"{key}\": \"{_EXAMPLES[key]}\"; nothing was stored")
+    return value
+
+
+_EXAMPLES = {"project": "flydsl", "results_dir": "results/flydsl"}
 
 
 def _plan_machine(
