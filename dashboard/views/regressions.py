@@ -65,7 +65,7 @@ def one_series(rows: pd.DataFrame) -> pd.DataFrame:
         return rows
     names = [series_name(b, list(p.values())) for b, p in zip(rows["benchmark"], rows["params"])]
     st.info(f"The alert of {literal_markdown(wanted)} only; remove `series` from the address to list them all.")
-    return rows[[n == wanted for n in names]]
+    return rows[pd.Series([n == wanted for n in names], index=rows.index, dtype=bool)]  # [] would drop the columns
 
 
 def steps(rows: pd.DataFrame) -> None:
