@@ -13,13 +13,10 @@ user's mistake, said before any work is done.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from flybench.errors import FlybenchError
-
-_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+from flybench.file_kinds import describe
 
 
 def check_file(path: Path) -> None:
@@ -27,40 +24,21 @@ def check_file(path: Path) -> None:
     if path.is_dir():
         raise FlybenchError(f"{path} is a directory: name a file, e.g. {path / 'report.md'}")
     _check_parents(path)
-    if os.path.lexists(path):
-        what = _not_regular(path, stat.S_ISREG)
-        if what is not None:
-            raise FlybenchError(f"{path} is {what}, not a regular file: flybench writes only regular files; "
-                                "name a file path")
+    what = describe(path)
+    if what not in ("a regular file", "nothing"):
+        raise FlybenchError(f"{path} is {what}, not a regular file: flybench writes only regular files; "
+                            "name a file path")
 
 
 def check_folder(path: Path) -> None:
     """Refuse `path` as a folder to write into unless it is a folder, or nothing yet under folders only."""
     _check_parents(path)
-    if os.path.lexists(path):
-        what = _not_regular(path, stat.S_ISDIR)
-        if what is not None:
-            raise FlybenchError(f"{path} is {what}, not a folder: name a folder (new or existing) to write into")
+    what = describe(path)
+    if what not in ("a directory", "nothing"):
+        raise FlybenchError(f"{path} is {what}, not a folder: name a folder (new or existing) to write into")
 
 
 def _check_parents(path: Path) -> None:
     blocker = next((p for p in path.parents if os.path.lexists(p) and not p.is_dir()), None)
     if blocker is not None:
         raise FlybenchError(f"{blocker} is a file, so {path} cannot be written: name another path")
-
-
-def _not_regular(path: Path, wanted) -> str | None:
-    """What `path` is (following links), worded for a message, when it is not what `wanted` accepts; else None."""
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        if path.is_symlink():
-            return f"a link to {os.readlink(path)}, which cannot be followed ({exc.strerror or exc})"
-        return f"unreadable ({exc.strerror or exc})"
-    if wanted(mode):
-        return None
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    return next((kind for test, kind in _KINDS if test(mode)), "a special file")
