@@ -4,7 +4,8 @@ The case records (flybench.measure.record) and the counter records
 (flybench.counters.record) are such files. asv runs one benchmark process at
 a time, so appends never interleave; a process killed mid-write leaves a
 torn last line, which a reader skips with a warning instead of failing, as
-it skips any line its format's check refuses.
+it skips a line that is not UTF-8 text and any line its format's check
+refuses.
 """
 
 from __future__ import annotations
@@ -40,12 +41,12 @@ def read(path: Path, check: Callable[[dict[str, Any]], None]) -> tuple[list[dict
     cannot use, and may normalise the object in place.
     """
     records, warnings = [], []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+    with path.open("rb") as lines:  # decoded line by line: bytes that are not UTF-8 cost their line, not the file
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(raw.decode("utf-8"))
                 if type(record) is not dict:
                     raise ValueError("a line must hold one JSON object")
                 check(record)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from flybench import envvars, gpu_check, hardware, shard, workers
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.measure import record as records
 from flybench.measure.process import DIED
 from flybench.selection import Choice, case_keys
@@ -26,9 +27,8 @@ def dealt_cases(args: argparse.Namespace, runnable: list[Choice], shape_set: str
     each with its expected seconds. Prints the deal's name, so the logs of a pool's shards can be compared."""
     keys = case_keys(shape_set, runnable, args.case)
     source = args.durations or results / machine
-    if args.durations is not None and not args.durations.exists():
-        raise FlybenchError(f"--durations {args.durations} does not exist: name a machine's folder of a results "
-                            "tree or a .cases.jsonl file")
+    if args.durations is not None:
+        _check_durations(args.durations)
     cases = shard.estimate(keys, shard.stored_durations(source))
     known = sum(c.measured for c in cases)
     print(f"deal: {len(cases)} cases, {known} with a stored duration (from {source}), the others estimated; "
@@ -45,6 +45,27 @@ def dealt_cases(args: argparse.Namespace, runnable: list[Choice], shape_set: str
         cases = [c for c in cases if c.key not in finished]
         print(f"resume: {before - len(cases)} of {before} cases already recorded for this commit; {len(cases)} to go")
     return cases
+
+
+def _check_durations(path: Path) -> None:
+    """--durations names a machine's folder of record files or one record file. A file of which no line is a
+    case record (a binary, another format) is a wrong path, not a machine without history: dealt as one, the
+    shards would be unbalanced without a word."""
+    what = describe(path)
+    if what == "a directory":
+        return
+    if what != "a regular file":
+        raise FlybenchError(f"--durations {path} is {what}: name a machine's folder of a results tree or a "
+                            ".cases.jsonl file")
+    try:
+        found, skipped = records.read(path)
+    except OSError as exc:
+        raise FlybenchError(f"cannot read --durations {path} ({exc.strerror or exc}): make it readable, or name "
+                            "another record file") from exc
+    if not found and skipped:
+        raise FlybenchError(f"--durations {path} holds no case record ({len(skipped)} lines are none; the first: "
+                            f"{skipped[0].removeprefix(f'{path}, ')}): name a .cases.jsonl file that `flybench run` "
+                            "wrote, or a machine's folder of a results tree")
 
 
 def node_workers(spec: str | None, device: hardware.Device, run_id: str) -> list[workers.Worker]:
