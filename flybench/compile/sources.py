@@ -47,7 +47,7 @@ def kernel_sources(src: Path, module: str, package: str = PACKAGE,
             continue
         seen.add(path)
         todo.extend(_package_inits(src, path))
-        todo.extend(_imported_files(src, path, package))
+        todo.extend(imported_files(src, path, package))
     return sorted(seen)
 
 
@@ -72,14 +72,24 @@ def _package_inits(src: Path, path: Path) -> list[Path]:
     return inits
 
 
-def _imported_files(src: Path, path: Path, top: str = PACKAGE) -> list[Path]:
+def imported_files(src: Path, path: Path, top: str = PACKAGE, runtime_only: bool = False) -> list[Path]:
+    """The files of package `top` (under `src`) that the import statements of `path` name, anywhere in it.
+
+    `runtime_only` leaves out the imports under `if TYPE_CHECKING:`, which
+    never run: what a process can load, and the edges an import cycle is
+    made of (tests/test_import_structure.py).
+    """
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError):
         return []  # the compile itself will report it
     package = path.relative_to(src).parent.parts  # a module's package; for __init__.py the package itself
+    skipped = {id(node) for block in ast.walk(tree) if runtime_only and _type_checking(block)
+               for statement in block.body for node in ast.walk(statement)}
     names: list[tuple[str, ...]] = []
     for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names.extend(tuple(alias.name.split(".")) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -95,3 +105,9 @@ def _imported_files(src: Path, path: Path, top: str = PACKAGE) -> list[Path]:
             if found is not None:
                 files.append(found)
     return files
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:` (or `if typing.TYPE_CHECKING:`)."""
+    return isinstance(node, ast.If) and isinstance(node.test, (ast.Name, ast.Attribute)) and \
+        getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"

@@ -94,8 +94,8 @@ def _gate(record, workload, case, provider, dtype, device, seed):
         return None
     inputs = workload.make_inputs(case, dtype, device.torch_device, seed=seed)
     reference = workload.reference(case, inputs)
-    runner = provider.build(case, dtype, inputs, device)
-    record.implementation = provider.implementation(case, dtype)
+    runner = workload.runner(case, provider, dtype, inputs, device)
+    record.implementation = workload.implementation(case, provider, dtype)
     if not _passes(record, runner, inputs, reference, dtype, "wrong result",
                    tolerance=workload.tolerances.get(dtype)):
         return None

@@ -28,7 +28,7 @@ from flybench import hardware
 from flybench.hardware import Device
 from flybench.providers import register
 from flybench.providers.base import Provider, Runner
-from flybench.providers.xla import JAX_INSTALL, compiled_runner, to_jax, with_conditions
+from flybench.providers.xla import JAX_INSTALL, MODEL_LANE_BUILDS, compiled_runner, to_jax
 from flybench.workloads.base import Case, Tensors
 
 JAX_TRITON_INSTALL = "pip install jax-triton (0.4.1 needs jax >= 0.11)"
@@ -65,9 +65,7 @@ class JaxTriton(Provider):
         from flybench.kernels.triton import cases
 
         if case.workload == "mixtral_step":
-            from flybench.model import lane
-
-            return lane.runner(case, "triton", inputs)
+            raise ValueError(MODEL_LANE_BUILDS)
         units = torch.cuda.get_device_properties(0).multi_processor_count
         contiguous = {k: v.contiguous() for k, v in inputs.items()}
         plan = cases.build(case, dtype, contiguous, device.arch,
@@ -76,10 +74,6 @@ class JaxTriton(Provider):
         function = plan_function(plan, contiguous)
         return compiled_runner(lambda *arrays: function(dict(zip(names, arrays))),
                                [to_jax(contiguous[n]) for n in names])
-
-
-    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
-        return with_conditions(super().implementation(case, dtype), case, self.name)
 
 
 def plan_function(plan: Any, inputs: Tensors) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -84,9 +84,7 @@ class Xla(Provider):
         import jax
 
         if case.workload == "mixtral_step":
-            from flybench.model import lane
-
-            return lane.runner(case, lane.MOE_OF_PROVIDER[self.name], inputs)
+            raise ValueError(MODEL_LANE_BUILDS)
         if case.workload == "moe":
             function = partial(moe_ragged if self.moe_path == "ragged" else moe_dense, top_k=case.shape["top_k"])
             names, prepare = ("x", "router_logits", "w13", "w2"), _moe_weights_for(self.moe_path)
@@ -106,17 +104,10 @@ class Xla(Provider):
         return compiled_runner(function, args)
 
 
-    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
-        return with_conditions(super().implementation(case, dtype), case, self.name)
-
-
-def with_conditions(info: dict[str, Any], case: Case, provider: str) -> dict[str, Any]:
-    """A model-lane record's implementation with the conditions its figure holds under."""
-    if case.workload != "mixtral_step":
-        return info
-    from flybench.model import lane
-
-    return {**info, "conditions": lane.conditions(case, lane.MOE_OF_PROVIDER[provider])}
+MODEL_LANE_BUILDS = ("a mixtral_step case is a whole decoder step: its workload builds it around this provider's "
+                     "MoE layer (Workload.runner, flybench.model.lane), not the provider")
+"""Why a provider refuses to build a model-lane case itself: the model lane imports the providers' MoE layers, and
+no provider imports the model lane, so the dependency runs one way."""
 
 
 def to_jax(tensor: "torch.Tensor") -> "jax.Array":

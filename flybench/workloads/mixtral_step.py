@@ -5,8 +5,11 @@ MaxText 2.5x faster in prefill and 3.5x in decode. A kernel case cannot
 track a claim of that kind; this workload can: its case is a whole step of
 the model (`flybench.model.mixtral`, random weights, Mixtral's dimensions at
 `layers` layers so the weights fit one GPU), and each provider swaps only the
-MoE layer (`flybench.model.lane.MOE_OF_PROVIDER`). A kernel change then shows
-up in the model lane it belongs to, with the same history and alerts.
+MoE layer (`flybench.model.lane.MOE_OF_PROVIDER`). This workload builds the
+step around the provider's layer (`runner`): the model lane takes its MoE
+layers from the providers, and no provider imports the model lane. A kernel
+change then shows up in the model lane it belongs to, with the same history
+and alerts.
 
 Inputs: `prompt` int32 [B, T] token ids (prefill: the step's tokens; decode:
 the `context` tokens prefilled into the cache outside the timed call) and,
@@ -80,6 +83,20 @@ class MixtralStepWorkload(Workload):
         from flybench.model.lane import reference
 
         return reference(case, inputs)
+
+    def runner(self, case: Case, provider, dtype: str, inputs: Tensors, device):
+        """The step with the provider's MoE layer (`lane.MOE_OF_PROVIDER`): the lane takes the layer from the
+        provider, and the provider never sees the model."""
+        from flybench.model import lane
+
+        return lane.runner(case, lane.MOE_OF_PROVIDER[provider.name], inputs)
+
+    def implementation(self, case: Case, provider, dtype: str) -> dict:
+        """The provider's account with the conditions a model figure holds under (precision, batch, MoE FLOPs)."""
+        from flybench.model import lane
+
+        return {**provider.implementation(case, dtype),
+                "conditions": lane.conditions(case, lane.MOE_OF_PROVIDER[provider.name])}
 
     def flops(self, case: Case) -> float:
         from flybench.model.lane import config_of, moe_flops

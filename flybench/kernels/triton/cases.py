@@ -45,13 +45,16 @@ def build(case: Case, dtype: str, inputs: Tensors, arch: str, compute_units: int
     raise ValueError(f"the Triton kernels implement {', '.join(WORKLOADS)}, not {case.workload}")
 
 
-def bucket_cases(arch: str, workload: str, dtype: str, shape_set: str) -> dict[int, list[Case]]:
-    """The shape set's cases grouped by the index of the table entry that configures them."""
-    from flybench.workloads import get_workload
+def bucket_cases(arch: str, workload: str, dtype: str, cases: list[Case]) -> dict[int, list[Case]]:
+    """`cases` (of `workload`) grouped by the index of the table entry that configures them.
 
+    The caller hands the cases in: this module is what the providers and the
+    compile specs build kernels through, so it must not import the workload
+    catalog (which holds the model lane, which runs the providers' layers).
+    """
     entries = configs.entries(arch, workload, dtype)
     grouped: dict[int, list[Case]] = {}
-    for case in get_workload(workload).cases(shape_set):
+    for case in cases:
         p = case.shape
         size = p["tokens"] if workload == "moe" else p["q_heads"] // p["kv_heads"] * p["draft"]
         grouped.setdefault(configs.bucket_index(entries, size), []).append(case)

@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     for workload in args.workload or cases.WORKLOADS:
         dtypes = [d for d in get_workload(workload).dtypes if not args.dtype or d in args.dtype]
         for dtype in dtypes if workload == "moe" else dtypes[:1]:  # attention entries do not depend on dtype
-            for index, bucket in sorted(cases.bucket_cases(arch, workload, dtype, args.set).items()):
+            for index, bucket in sorted(cases.bucket_cases(arch, workload, dtype,
+                                                                   get_workload(workload).cases(args.set)).items()):
                 if args.bucket and index not in args.bucket:
                     continue
                 if args.dry_run:
