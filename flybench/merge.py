@@ -35,6 +35,7 @@ import datetime
 import itertools
 import json
 import math
+import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from typing import Any
 
 from flybench import benchmark_names, jsonl
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.measure import record as records
 from flybench.measure.record import CaseKey
 
@@ -83,12 +85,57 @@ def check_sources(sources: Sequence[Path]) -> None:
         if not results_files(source):
             raise FlybenchError(f"{source} holds no asv results files (<machine>/<commit>-<env>.json): name the "
                                 f"results_dir of a run, as the runner left it")
+        for path in _files_read(source):
+            _check_readable(path)
+
+
+def _files_read(tree: Path) -> list[Path]:
+    """Every file a merge reads from `tree`: results files, the record files and machine.json beside them, and
+    benchmarks.json (where present: a link or a FIFO counts as present)."""
+    found = [tree / BENCHMARKS]
+    for relative in results_files(tree):
+        found += [tree / relative, tree / relative.parent / MACHINE,
+                  *(tree / relative.with_name(relative.stem + suffix) for suffix in SIDECARS)]
+    return [p for p in dict.fromkeys(found) if os.path.lexists(p)]
+
+
+def _check_readable(path: Path) -> None:
+    """A file to read must be a regular file that opens: a dangling link, a symlink loop, a FIFO or an unreadable
+    file in a source is refused before anything is written, rather than failing the merge halfway."""
+    what = describe(path)
+    if what != "a regular file":
+        raise FlybenchError(f"{path} is {what}, not a file asv or flybench wrote: nothing was merged; remove it "
+                            "from its tree, or copy the tree again from its runner")
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        raise FlybenchError(f"cannot read {path} ({exc.strerror or exc}): nothing was merged; make it readable "
+                            "(chmod u+r), or copy the tree again from its runner") from exc
 
 
 def merge(sources: Sequence[Path], dest: Path, append_samples: bool = False) -> Report:
-    """Merge the results trees `sources`, in order, into the tree `dest` (created if need be)."""
+    """Merge the results trees `sources`, in order, into the tree `dest` (created if need be).
+
+    A write that fails (a full disk, a folder that cannot hold files, such
+    as one under /proc) is bad input: what was merged before it stays, and
+    merging the same trees again changes nothing that is already there.
+    """
     check_sources(sources)
+    if dest.is_dir():
+        for path in _files_read(dest):
+            _check_readable(path)
     benchmarks = _merged_benchmarks(dest, sources)
+    try:
+        return _merge_into(sources, dest, benchmarks, append_samples)
+    except OSError as exc:
+        where = exc.filename or dest
+        raise FlybenchError(f"cannot write {where} ({exc.strerror or exc}): name a folder of a file system "
+                            "that holds files (--into), or free space; then merge again (what is merged already "
+                            "is not merged twice)") from exc
+
+
+def _merge_into(sources: Sequence[Path], dest: Path, benchmarks: dict[str, Any], append_samples: bool) -> Report:
+    dest.mkdir(parents=True, exist_ok=True)
     report = Report()
     for relative in sorted({p for source in sources for p in results_files(source)}):
         holding = [s for s in sources if (s / relative).is_file()]
