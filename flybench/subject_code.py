@@ -10,8 +10,10 @@ history: FLYBENCH_FLYDSL_SRC points at the tree, the wheel goes on the path.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +26,23 @@ OF_ITS_TIME = "of-its-time"
 """`--wheel of-its-time` (default): each FlyDSL commit with the first wheel built at or after it."""
 
 
+_VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?(\+[A-Za-z0-9]+(\.[A-Za-z0-9]+)*)?")
+"""A version as pip takes it after `flydsl==` (PEP 440's public versions, a local label allowed)."""
+
+
+def wheel_policy(text: str) -> str:
+    """The argparse type of `--wheel` (gate, bisect): of-its-time, installed, or a version such as 0.5.0.dev12.
+
+    Anything else never reaches pip: `--wheel 'x;...'` made pip fail and the
+    user read the tail of pip's traceback instead of what to write.
+    """
+    if text in (OF_ITS_TIME, INSTALLED) or _VERSION.fullmatch(text):
+        return text
+    raise argparse.ArgumentTypeError(f"{text!r} is not {OF_ITS_TIME}, {INSTALLED} or a flydsl version: write e.g. "
+                                     f"--wheel 0.4.2 (a version published on PyPI), --wheel {INSTALLED} or leave it "
+                                     f"out ({OF_ITS_TIME})")
+
+
 def git_run(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=False)
 
@@ -32,12 +51,30 @@ def resolve(repo: Path, name: str, role: str) -> str:
     """The full hash of `name` in `repo`; an error that says what to pass when it is none."""
     done = git_run(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
     if done.returncode != 0:
+        ambiguous = ambiguity(repo, name)
+        if ambiguous:
+            raise FlybenchError(f"{role} {ambiguous}")
         shallow = git_run(repo, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
         raise FlybenchError(f"{role} {name!r} is not a commit of {repo}"
                             + ("; it is a shallow clone: run `git fetch --unshallow` there" if shallow else
                                "; give a hash, branch or tag of that repository (`git log --first-parent` lists its "
                                "commits; `git fetch` first if it is newer than the clone)"))
     return done.stdout.strip()
+
+
+def ambiguity(repo: Path, name: str) -> str | None:
+    """"'NAME' is ambiguous in REPO: ... candidates" when `name` is a short hash that begins several commits there
+    (git then answers only that it is no commit), else None."""
+    if not re.fullmatch(r"[0-9a-fA-F]{4,39}", name):
+        return None
+    objects = git_run(repo, "rev-parse", f"--disambiguate={name.lower()}").stdout.split()
+    commits = [o for o in objects if git_run(repo, "cat-file", "-t", o).stdout.strip() == "commit"]
+    if len(commits) < 2:
+        return None
+    shown = [git_run(repo, "show", "-s", "--format=%h %cs %s", "--abbrev=12", c).stdout.strip() for c in commits[:10]]
+    more = f" (and {len(commits) - 10} more)" if len(commits) > 10 else ""
+    return (f"{name!r} is ambiguous in {repo}: {len(commits)} commits begin with it: {'; '.join(shown)}{more}. "
+            "Give more digits of the hash")
 
 
 def toplevel(path: Path) -> Path:

@@ -35,8 +35,13 @@ def output_path(text: str) -> Path:
 
 
 def output_folder(text: str) -> Path:
-    """The argparse type of a folder a verb writes into (created by the verb when missing, not here)."""
-    path = Path(text)
+    """The argparse type of a folder a verb writes into (created by the verb when missing, not here).
+
+    Made absolute against the current directory: a verb hands it to processes
+    that start elsewhere (`git -C REPO worktree add` read a relative
+    `gate --workdir` inside the gated repository).
+    """
+    path = Path(text).expanduser().absolute()
     try:
         check_folder(path)
     except FlybenchError as exc:

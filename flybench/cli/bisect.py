@@ -17,6 +17,7 @@ from flybench import benchmark_names, envvars
 from flybench.cli._output import output_path
 from flybench.errors import FlybenchError
 from flybench.regress import bisect as search
+from flybench.subject_code import wheel_policy
 
 FORMATS = ("terminal", "markdown", "json")
 
@@ -43,7 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--machine", default=None,
                         help="asv machine name timing probes are recorded under (default: this machine's, as "
                              "`flybench run` names it); compile-only metrics are measured here whatever it says")
-    parser.add_argument("--wheel", default=search.OF_ITS_TIME,
+    parser.add_argument("--wheel", type=wheel_policy, default=search.OF_ITS_TIME,
                         help="flydsl package for FlyDSL's commits: 'of-its-time' (default: the first wheel built at "
                              "or after each commit), a version for every commit (e.g. 0.3.1), or 'installed'")
     parser.add_argument("--max-skips", type=int, default=search.MAX_SKIPS,

@@ -70,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                              "current directory is in)")
     parser.add_argument("--flydsl-repo", type=Path, default=None,
                         help="gate FlyDSL's commits: a clone of FlyDSL holding BASE and HEAD (compile half)")
-    parser.add_argument("--wheel", default=subject_code.OF_ITS_TIME,
+    parser.add_argument("--wheel", type=subject_code.wheel_policy, default=subject_code.OF_ITS_TIME,
                         help="the flydsl package FlyDSL's commits compile with: of-its-time (default, the first "
                              "wheel built at or after each commit), a VERSION for both, or installed")
     parser.add_argument("--kernel", "-k", action="append",
@@ -83,7 +83,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--no-compile", action="store_true", help="skip the compile half")
     parser.add_argument("--dry-run", action="store_true",
                         help="check out both sides and say what each half would select and why; measure nothing")
-    parser.add_argument("--workdir", type=Path, default=None,
+    parser.add_argument("--workdir", type=output_folder, default=None,
                         help="where the worktrees, results and database go (default: a folder per commit pair "
                              "under the system's temporary directory)")
     parser.add_argument("--cache", type=Path, default=None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import re
@@ -25,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from flybench import envvars, hardware, run_identity
+from flybench import envvars, hardware, run_identity, subject_code
 from flybench.errors import FlybenchError
 from flybench.selection import Choice, asv_regex, check_shape_set, choices, with_cases
 
@@ -75,7 +76,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--durations", type=Path, default=None,
                         help="the case records whose measure_s the deal reads: a machine's folder of a results "
                              "tree or a .cases.jsonl file (default: this machine's folder in the results tree)")
-    parser.add_argument("--max-minutes", type=float, default=None,
+    parser.add_argument("--max-minutes", type=_minutes, default=None,
                         help="start no asv invocation expected to end later than this; the cases left are named "
                              "(add --resume to a later call to measure them)")
     parser.add_argument("--resume", action="store_true",
@@ -234,9 +235,25 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
     where = (config.resolve().parent / repo).resolve()
     full = _git(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
     if full is None:
+        ambiguous = subject_code.ambiguity(where, ref)
+        if ambiguous:
+            raise FlybenchError(f"--commit {ambiguous}")
         raise FlybenchError(f"commit {ref!r} is not in the repository {where} (which {config} measures): "
                             "pass a commit hash, branch or tag of it with --commit")
     return where, full
+
+
+def _minutes(text: str) -> float:
+    """The argparse type of --max-minutes: a number of minutes above 0. A budget of -1 or nan was taken: the run
+    measured one case, left the rest and exited 0, as if a budget had been kept."""
+    try:
+        minutes = float(text)
+    except ValueError:
+        minutes = math.nan
+    if not (math.isfinite(minutes) and minutes > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes above 0: give the time the run may "
+                                         "take, e.g. --max-minutes 30, or leave it out for no limit")
+    return minutes
 
 
 def _git(where: Path, *words: str) -> str | None:
