@@ -283,9 +283,9 @@ def test_a_docs_only_pull_request_measures_nothing(subject: Path, tmp_path: Path
     assert main(["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--set", "tiny",
                  "--json", str(out)]) == 0
     notes = json.loads(out.read_text())["notes"]
-    assert any(n.startswith("timing selection: none of ") and n.endswith("workload/provider pairs is built from "
-                                                                         "a changed file") for n in notes)
-    assert "timing: not measured (no case is built from a changed file)" in notes
+    assert any(n.startswith("timing selection: none of the ") and n.endswith("workload/provider pairs loads a "
+                                                                             "changed file") for n in notes)
+    assert "timing: not measured (no case loads a changed file)" in notes
 
 
 def test_a_dry_run_says_what_each_half_would_select_and_which_providers_watch_for_drift(
@@ -311,7 +311,7 @@ def test_a_dry_run_says_what_each_half_would_select_and_which_providers_watch_fo
                  "--workdir", str(tmp_path / "torch")]) == 0
     lines = capsys.readouterr().out.splitlines()
     (plan,) = [line for line in lines if line.startswith("timing would measure: ")]
-    assert "moe (torch, xla)" in plan and "diffusion_attention (torch, xla)" in plan
+    assert "moe (torch, xla; 4 cases, bf16)" in plan and "diffusion_attention (torch, xla; " in plan
     (controls,) = [line for line in lines if line.startswith("drift controls")]
     assert "moe/xla" in controls and "moe/torch" not in controls
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flybench.compile.sources import imported_files
+from flybench.imports import imported_files
 
 ROOT = Path(__file__).resolve().parents[1]
 

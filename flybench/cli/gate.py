@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from flybench import benchmark_names, envvars, hardware, subject_code
+from flybench import benchmark_names, case_selection, envvars, hardware, subject_code
 from flybench.cli._output import output_folder, output_path
 from flybench.cli.run import ROOT as RUN_ROOT
 from flybench.cli.run import results_dir
@@ -92,10 +92,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--resume", action="store_true",
                         help="keep the rounds an earlier gate of the same pair left in --workdir and add to them")
     parser.add_argument("--set", dest="shape_set", default="quick", help="shape set (default: quick)")
-    parser.add_argument("--workload", "-w", action="append", help="only this workload (repeatable)")
-    parser.add_argument("--provider", "-p", action="append", help="only this provider (repeatable)")
-    parser.add_argument("--dtype", "-d", action="append", help="only this element type (repeatable)")
-    parser.add_argument("--case", "-c", action="append", help="only the case of this name (repeatable)")
+    parser.add_argument("--workload", "-w", action="append",
+                        help="only this workload (repeatable): narrows the cases the change selects")
+    parser.add_argument("--provider", "-p", action="append",
+                        help="only this provider (repeatable): narrows the cases the change selects")
+    parser.add_argument("--dtype", "-d", action="append",
+                        help="only this element type (repeatable): narrows the cases the change selects")
+    parser.add_argument("--case", "-c", action="append",
+                        help="only the case of this name (repeatable): narrows the cases the change selects")
+    parser.add_argument("--all-cases", action="store_true",
+                        help="time every case the filters above name (every case of the set without them), "
+                             "whether or not the change can affect it")
+    parser.add_argument("--records", type=Path, action="append", default=[],
+                        help="case records (a results tree or a .cases.jsonl file) whose loaded files select the "
+                             "timed cases, besides those in the base commit's own results tree (repeatable)")
     parser.add_argument("--machine", default=None, help="asv machine name (default: gate-<host>-<accelerator>)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of everything selected (default: 3)")
     parser.add_argument("--max-rounds", type=int, default=8,
@@ -124,10 +134,15 @@ def main(args: argparse.Namespace) -> int:
     if flydsl and not cfg.control_providers:
         cfg = replace(cfg, control_providers=frozenset({"ck"}))  # AMD's own kernels beside FlyDSL's, as drift controls
     workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
+    for path in args.records:
+        if not path.exists():
+            raise FlybenchError(f"--records {path}: no such file or folder")
     device = hardware.detect()
-    runnable = [c for c in choices(device, workloads, args.provider, args.dtype) if c.reason is None]
+    candidates = choices(device, workloads, args.provider, args.dtype)
+    runnable = [c for c in candidates if c.reason is None]
     subjects_run = any(cfg.is_subject(c.provider) for c in runnable)
-    timing = not args.no_timing and subjects_run
+    # a dry run says what the change selects even where none of it runs
+    timing = not args.no_timing and (subjects_run or args.dry_run and not args.all_cases)
     kernels = [] if args.no_compile else compile_kernels(flydsl, args.kernel, args.arch)
     if not timing and not kernels:
         raise FlybenchError("nothing to measure: no subject provider of the selection runs here (`flybench list` "
@@ -144,19 +159,24 @@ def main(args: argparse.Namespace) -> int:
     changed = subject_code.changed_files(repo, base, head)
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
-    if timing and not (args.workload or args.provider or args.case):
-        selections, said, subjects = _timing_selection(runnable, sides, changed, tuple(args.dtype or ()), cfg,
-                                                       flydsl, args.shape_set)
-        notes += said
+    untimed = "--no-timing" if args.no_timing else "no subject provider of the selection runs on this machine"
+    if timing and args.all_cases:
+        notes.append("timing selection: every case the filters name (--all-cases), whatever the change")
+        timing = subjects_run
+    elif timing:
+        chosen = _timing_selection(candidates, sides, changed, cfg, flydsl, args.shape_set, args.case,
+                                   [results_dir(sides["base"].config), *args.records], repo, base)
+        notes += chosen.lines()
+        selections, subjects = _measured(chosen, runnable, cfg)
+        notes += _controls_line(selections, subjects)
+        untimed = ("the cases the change selects cannot run on this machine" if chosen.selected
+                   else "no case loads a changed file")
         timing = bool(selections)
         if subjects:
             cfg = replace(cfg, subject_providers=subjects)
-    untimed = "timing: not measured (" + ("--no-timing" if args.no_timing else
-                                         "no subject provider of the selection runs on this machine"
-                                         if not subjects_run else "no case is built from a changed file") + ")"
+    untimed = f"timing: not measured ({untimed})"
     if args.dry_run:
-        notes.append("timing would measure: " + "; ".join(
-            f"{s.workload} ({', '.join(s.providers) or 'every provider'})" for s in selections) if timing else untimed)
+        notes.append("timing would measure: " + "; ".join(_described(s) for s in selections) if timing else untimed)
         print("\n".join(notes + _compile_plan(sides, changed, flydsl, kernels, args)))
         return 0
     if timing:
@@ -227,31 +247,69 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
     return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src), note)
 
 
-def _timing_selection(runnable, sides: dict[str, Side], changed: list[str], dtypes: tuple[str, ...], cfg,
-                      flydsl: bool, shape_set: str) -> tuple[list[Selection], list[str], frozenset[str]]:
-    """The (workload, provider) pairs of the subject whose files the change touches, read at each side
-    (flybench's: `affected.case_files`; FlyDSL's: `affected.flydsl_case_files`, the modules its cases launch), one selection per workload with its drift controls (the `[regress] control_providers` of
-    that workload the change does not reach), the lines the report says, and the subject providers."""
-    pairs = sorted({(c.workload, c.provider) for c in runnable if not flydsl or cfg.is_subject(c.provider)})
-    files = {f"{w}/{p}": set() for w, p in pairs}
-    for side in sides.values():
-        for w, p in pairs:
-            files[f"{w}/{p}"] |= (affected.flydsl_case_files(side.build.root, w, p, shape_set, sorted(
-                {c.dtype for c in runnable if (c.workload, c.provider) == (w, p)})) if flydsl
-                                  else affected.case_files(side.build.root, w, p))
-    chosen = affected.select(files, changed, affected.flydsl_shared if flydsl else affected.flybench_timing_shared)
-    by_workload: dict[str, list[str]] = {}
-    for name in chosen.selected:
-        workload, provider = name.split("/", 1)
-        by_workload.setdefault(workload, []).append(provider)
-    subjects = frozenset(p for ps in by_workload.values() for p in ps)
+def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cfg, flydsl: bool, shape_set: str,
+                      names: list[str] | None, trees: list[Path], repo: Path, base: str) -> case_selection.Chosen:
+    """The subject's cases (of `candidates`, narrowed to `names` when given) that the change can affect: by what
+    each case loaded where a usable case record under `trees` says (`case_selection`), else by the files its
+    provider and workload import at either side (flybench's: `affected.case_files`; FlyDSL's:
+    `affected.flydsl_case_files`, the modules its cases launch)."""
+    from flybench.workloads import get_workload
+
+    subject = [c for c in candidates if not flydsl or cfg.is_subject(c.provider)]
+    keys = [(c.workload, case.name, c.provider, c.dtype) for c in subject
+            for case in get_workload(c.workload).cases(shape_set) if not names or case.name in names]
+    static: dict[tuple[str, str], set[str]] = {}
+
+    def files(workload: str, provider: str) -> set[str]:
+        if (workload, provider) not in static:
+            dtypes = sorted({c.dtype for c in subject if (c.workload, c.provider) == (workload, provider)})
+            static[workload, provider] = set().union(*(
+                affected.flydsl_case_files(side.build.root, workload, provider, shape_set, dtypes) if flydsl
+                else affected.case_files(side.build.root, workload, provider) for side in sides.values()))
+        return static[workload, provider]
+
+    recorded = case_selection.recorded_files([t for t in trees if t.exists()], shape_set, _unchanged_since(repo, base))
+    return case_selection.choose(keys, recorded, files, changed,
+                                 affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
+                                 {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
+
+
+def _measured(chosen: case_selection.Chosen, runnable, cfg) -> tuple[list[Selection], frozenset[str]]:
+    """The measuring processes of the selected cases that run here, with the drift controls of each workload (the
+    `[regress] control_providers` the change does not reach), and the subject providers."""
+    keys = chosen.runnable()
+    subjects = frozenset(key[2] for key in keys)
     controls = {w: sorted({c.provider for c in runnable if c.workload == w and c.provider not in subjects
-                           and cfg.is_control(c.provider)}) for w in by_workload}
-    said = chosen.lines("timing", "workload/provider pairs")
-    if any(controls.values()):
-        said.append("drift controls, measured in the same rounds, never failing the check: "
-                    + "; ".join(f"{w}/{p}" for w, ps in controls.items() for p in ps))
-    return ([Selection(w, tuple(ps + controls[w]), dtypes) for w, ps in by_workload.items()], said, subjects)
+                           and cfg.is_control(c.provider)}) for w in {key[0] for key in keys}}
+    return case_selection.selections(keys, controls), subjects
+
+
+def _controls_line(selections: list[Selection], subjects: frozenset[str]) -> list[str]:
+    controls = sorted({f"{s.workload}/{p}" for s in selections for p in s.providers if p not in subjects})
+    return (["drift controls, measured in the same rounds, never failing the check: " + "; ".join(controls)]
+            if controls else [])
+
+
+def _described(selection: Selection) -> str:
+    """One measuring process in a few words: the workload, its providers, and how many cases and dtypes."""
+    cases = f"{len(selection.cases)} case{'s' if len(selection.cases) != 1 else ''}" if selection.cases else \
+        "every case"
+    return (f"{selection.workload} ({', '.join(selection.providers) or 'every provider'}; {cases}"
+            f"{', ' + ', '.join(selection.dtypes) if selection.dtypes else ''})")
+
+
+def _unchanged_since(repo: Path, base: str):
+    """Whether none of `files` changed between `commit` and the base: a record of an older commit still says
+    what the base's case loads (git's answer kept per commit; a commit git does not know makes no record usable)."""
+    diffs: dict[str, set[str] | None] = {}
+
+    def unchanged(commit: str, files: set[str]) -> bool:
+        if commit not in diffs:
+            done = subject_code.git_run(repo, "diff", "--name-only", commit, base) if commit else None
+            diffs[commit] = set(done.stdout.split()) if done is not None and done.returncode == 0 else None
+        return diffs[commit] is not None and not diffs[commit] & files
+
+    return unchanged
 
 
 def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[str], flydsl: bool,

@@ -33,12 +33,12 @@ class Selection:
         """The selection in a few lines for the report."""
         total = len(self.selected) + len(self.left_out)
         if self.shared:
-            return [f"{half} selection: all {total} {things}: shared code changed ({_some(self.shared)})"]
+            return [f"{half} selection: all {total} {things}: shared code changed ({some(self.shared)})"]
         if not self.selected:
             return [f"{half} selection: none of {total} {things} is built from a changed file"]
-        reasons = "; ".join(f"{name} ({_some(files)})" for name, files in self.why.items())
+        reasons = "; ".join(f"{name} ({some(files)})" for name, files in self.why.items())
         return [f"{half} selection: {len(self.selected)} of {total} {things}, built from changed files: {reasons}",
-                f"left out, none of their files changed: {_some(self.left_out, 12)}"]
+                f"left out, none of their files changed: {some(self.left_out, 12)}"]
 
 
 def select(files: dict[str, set[str]], changed: Iterable[str], shared: Callable[[str], bool]) -> Selection:
@@ -122,5 +122,6 @@ def flybench_shared(path: str) -> bool:
     return path.startswith("flybench/compile/") or path == "pyproject.toml"
 
 
-def _some(items: list[str], most: int = 4) -> str:
+def some(items: list[str], most: int = 4) -> str:
+    """The first `most` items, and how many more: a list a report line can hold."""
     return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most else "")

@@ -9,13 +9,14 @@ case never stops a suite.
 from __future__ import annotations
 
 import datetime
+import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from flybench import hardware
-from flybench.measure import correctness, roofline, timing
+from flybench.measure import correctness, loaded, roofline, timing
 from flybench.measure.contract import Contract, describe, for_device
 from flybench.measure.record import CaseRecord
 from flybench.providers import get_provider
@@ -27,6 +28,7 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
     """Run the whole measurement of one case and say how it went (`measure_s`: how long that took here)."""
     start = time.perf_counter()
     names = _resolve(workload_name, case_name, provider_name, dtype)
+    before = set(sys.modules)  # with the registries loaded, as in asv's process for a case
     device = hardware.detect()
     record = _new_record(run_id, workload_name, shape_set, case_name, provider_name, dtype, device)
     try:
@@ -38,7 +40,20 @@ def measure_case(workload_name: str, shape_set: str, case_name: str, provider_na
     finally:
         _release_device_memory(device)
         record.measure_s = time.perf_counter() - start
+    if record.status != "unavailable":
+        record.loaded = _loaded(before, *names)
     return record
+
+
+def _loaded(before: set[str], workload, case, provider) -> list[str]:
+    """The project's files this case loaded (`flybench.measure.loaded`): its provider's and workload's modules, not
+    the other providers and workloads the suite imported to list them."""
+    from flybench.providers import PROVIDERS
+    from flybench.workloads import WORKLOADS
+
+    own = {type(provider).__module__, type(workload).__module__}
+    others = {type(member).__module__ for member in (*PROVIDERS.values(), *WORKLOADS.values())} - own
+    return loaded.files(before, own, others)
 
 
 def checked_call(workload_name: str, shape_set: str, case_name: str, provider_name: str, dtype: str,
@@ -94,8 +109,9 @@ def _gate(record, workload, case, provider, dtype, device, seed):
         return None
     inputs = workload.make_inputs(case, dtype, device.torch_device, seed=seed)
     reference = workload.reference(case, inputs)
-    runner = workload.runner(case, provider, dtype, inputs, device)
-    record.implementation = workload.implementation(case, provider, dtype)
+    provider = workload.built_by(provider)  # the model lane's step around the provider's layer, for a model case
+    runner = provider.build(case, dtype, inputs, device)
+    record.implementation = provider.implementation(case, dtype)
     if not _passes(record, runner, inputs, reference, dtype, "wrong result",
                    tolerance=workload.tolerances.get(dtype)):
         return None

@@ -29,6 +29,11 @@ keep `version` 2 and every flybench that reads 2 reads them:
   one asv machine, so the rows of a run dealt to eight GPUs are the rows
   of the same run on one; the per-GPU check (flybench.gpu_check)
   reads it from the records.
+- `loaded` (absent or null before, and for a case that never got as far
+  as its provider's build): the project's files the case's process loaded
+  to build and run it, repository-relative (`flybench/...`, and FlyDSL's
+  `kernels/...`), as `flybench.measure.loaded` finds them. `flybench gate`
+  selects a case by them (docs/gate.md).
 
 The file is written and read through flybench.jsonl: a torn line (a process
 killed mid-write) is skipped with a warning instead of failing.
@@ -82,6 +87,7 @@ class CaseRecord:
     started_at: str = ""
     measure_s: float | None = None
     gpu: dict | None = None
+    loaded: list[str] | None = None
     version: int = FORMAT_VERSION
 
     @property

@@ -2,8 +2,8 @@
 
 A `mixtral_step` case (`flybench.workloads.mixtral_step`) names a prefill or a
 decode step; the providers `xla`, `xla-dense` and `jax-triton` each run it
-with their MoE layer (`MOE_OF_PROVIDER`) through `runner`, and the workload's
-float32 reference is `reference`. So model rows go through `flybench run`,
+with their MoE layer (`MOE_OF_PROVIDER`) through `Step` and `runner`, and the
+workload's float32 reference is `reference`. So model rows go through `flybench run`,
 asv, the store, the dashboard and the alerts like every kernel case.
 
 The weights are seeded random (`mixtral.init`, seed `WEIGHTS_SEED`): the bf16
@@ -34,6 +34,21 @@ MOE_OF_PROVIDER = {"xla": "ragged_dot", "xla-dense": "dense", "jax-triton": "tri
 """The MoE layer each provider runs in the step; the rest of the step is the same code for all."""
 REFERENCE_MOE = "ragged_dot"
 """The float32 reference's MoE layer: XLA runs it in any precision (the Triton layer is bf16 only)."""
+
+
+class Step:
+    """What builds a `mixtral_step` case for one provider (`MixtralStepWorkload.built_by`): the step with the MoE
+    layer that provider times (`MOE_OF_PROVIDER`), and the provider's account of what ran with the conditions of
+    the figure beside it. The provider only says whether it can run here; it never imports the model."""
+
+    def __init__(self, provider: Any) -> None:
+        self.provider, self.name, self.moe = provider, provider.name, MOE_OF_PROVIDER[provider.name]
+
+    def build(self, case: Case, dtype: str, inputs: Tensors, device: Any):
+        return runner(case, self.moe, inputs)
+
+    def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
+        return {**self.provider.implementation(case, dtype), "conditions": conditions(case, self.moe)}
 
 
 def config_of(case: Case) -> mixtral.Config:

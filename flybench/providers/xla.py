@@ -104,8 +104,8 @@ class Xla(Provider):
         return compiled_runner(function, args)
 
 
-MODEL_LANE_BUILDS = ("a mixtral_step case is a whole decoder step: its workload builds it around this provider's "
-                     "MoE layer (Workload.runner, flybench.model.lane), not the provider")
+MODEL_LANE_BUILDS = ("a mixtral_step case is a whole decoder step: the model lane builds it around this provider's "
+                     "MoE layer (Workload.built_by, flybench.model.lane.Step), not the provider")
 """Why a provider refuses to build a model-lane case itself: the model lane imports the providers' MoE layers, and
 no provider imports the model lane, so the dependency runs one way."""
 

@@ -15,8 +15,7 @@ from flybench.errors import unknown_name
 if TYPE_CHECKING:
     import torch
 
-    from flybench.hardware import Device
-    from flybench.providers.base import Provider, Runner
+    from flybench.providers.base import Provider
 
 Tensors = dict[str, "torch.Tensor"]
 
@@ -66,18 +65,15 @@ class Workload(ABC):
     def min_bytes(self, case: Case, dtype: str) -> float:
         """Fewest bytes one call must move through device memory."""
 
-    def runner(self, case: Case, provider: "Provider", dtype: str, inputs: Tensors, device: "Device") -> "Runner":
-        """The timed call of `case` by `provider`: the provider's own build, for a kernel workload.
+    def built_by(self, provider: "Provider") -> "Provider":
+        """What builds this workload's cases for `provider`, and says what ran: the provider itself, for a kernel.
 
         A workload whose case is a whole program around one of the provider's
-        layers (the model lane's decoder step) builds it here instead, taking
-        the layer from the provider, so that no provider imports that program.
+        layers (the model lane's decoder step) returns the program's builder
+        instead, which takes the layer from the provider, so that no provider
+        imports that program.
         """
-        return provider.build(case, dtype, inputs, device)
-
-    def implementation(self, case: Case, provider: "Provider", dtype: str) -> dict[str, Any]:
-        """What ran, for the case's record: the provider's account (a program's workload adds its own)."""
-        return provider.implementation(case, dtype)
+        return provider
 
     def cases(self, shape_set: str) -> list[Case]:
         """The cases of one shape set, with a clear error for an unknown set."""

@@ -6,7 +6,7 @@ track a claim of that kind; this workload can: its case is a whole step of
 the model (`flybench.model.mixtral`, random weights, Mixtral's dimensions at
 `layers` layers so the weights fit one GPU), and each provider swaps only the
 MoE layer (`flybench.model.lane.MOE_OF_PROVIDER`). This workload builds the
-step around the provider's layer (`runner`): the model lane takes its MoE
+step around the provider's layer (`built_by`): the model lane takes its MoE
 layers from the providers, and no provider imports the model lane. A kernel
 change then shows up in the model lane it belongs to, with the same history
 and alerts.
@@ -84,19 +84,12 @@ class MixtralStepWorkload(Workload):
 
         return reference(case, inputs)
 
-    def runner(self, case: Case, provider, dtype: str, inputs: Tensors, device):
-        """The step with the provider's MoE layer (`lane.MOE_OF_PROVIDER`): the lane takes the layer from the
+    def built_by(self, provider):
+        """The model lane's step around the provider's MoE layer (`lane.Step`): the lane takes the layer from the
         provider, and the provider never sees the model."""
         from flybench.model import lane
 
-        return lane.runner(case, lane.MOE_OF_PROVIDER[provider.name], inputs)
-
-    def implementation(self, case: Case, provider, dtype: str) -> dict:
-        """The provider's account with the conditions a model figure holds under (precision, batch, MoE FLOPs)."""
-        from flybench.model import lane
-
-        return {**provider.implementation(case, dtype),
-                "conditions": lane.conditions(case, lane.MOE_OF_PROVIDER[provider.name])}
+        return lane.Step(provider)
 
     def flops(self, case: Case) -> float:
         from flybench.model.lane import config_of, moe_flops
