@@ -95,6 +95,7 @@ class Regression:
     step: Step
     kind: str  # "step" (statistical), "environment" (a step that moved with the machine) or "change" (deterministic)
     runs: str = ""  # where the first bad commit was measured: "main", "pr", another branch, or "" unknown
+    evidence: str = ""  # what the step rests on besides its size: code attribution, a paired run, corroboration
 
     @property
     def series(self) -> str:
@@ -122,7 +123,7 @@ def detect(points: Sequence[Point], thresholds: Thresholds, window: int = 0) -> 
     point is what a runner's per-job mode looks like.
     """
     if thresholds.deterministic:
-        return _changes(points, thresholds)
+        return changes(points, thresholds)
     history = _finite(points)
     points = _newest(history, window)
     bad = [_badness(p.value, thresholds) for p in points]
@@ -222,15 +223,23 @@ def find_regressions(
         found += [Regression(subj, mach, env, name, decoded, unit, s, kind, runs[s.first_bad])
                   for s in detect(points, thresholds, cfg.window) if commits.index(s.first_bad) > through]
     found = episodes.read_together(found, series_per_kernel, cfg)
-    for (subj, mach, kernel, arch, metric), rows in _series(
-            queries.compile_history(db_path, machine=machine, subject=subject),
-            ["subject", "machine", "kernel", "arch", "metric"], "kernel", benchmark):
-        unit = rows[0]["unit"]
-        thresholds = cfg.thresholds(kernel, f"{arch}, {metric}", unit)
-        points = [Point(r["commit_hash"], r["value"]) for r in rows]
-        found += [Regression(subj, mach, "", kernel, {"arch": arch, "metric": metric}, unit, s, "change")
-                  for s in _changes(points, thresholds)]
+    found += compile_changes(db_path, machine, subject, benchmark, cfg)
     return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative)))
+
+
+def compile_changes(db_path: str | Path, machine: str | None, subject: str | None, kernel: str | None,
+                    cfg: RegressConfig) -> list[Regression]:
+    """Every change of a compile-only metric (deterministic: no statistics), per kernel, arch and metric."""
+    found = []
+    for (subj, mach, name, arch, metric), rows in _series(
+            queries.compile_history(db_path, machine=machine, subject=subject),
+            ["subject", "machine", "kernel", "arch", "metric"], "kernel", kernel):
+        unit = rows[0]["unit"]
+        thresholds = cfg.thresholds(name, f"{arch}, {metric}", unit)
+        points = [Point(r["commit_hash"], r["value"]) for r in rows]
+        found += [Regression(subj, mach, "", name, {"arch": arch, "metric": metric}, unit, s, "change")
+                  for s in changes(points, thresholds)]
+    return found
 
 
 SCANNED = ("subject", "machine", "env_name", "benchmark", "params", "kernel", "arch", "metric", "unit",
@@ -275,7 +284,8 @@ def _finite_or_none(x: float | None) -> float | None:
     return x if fits else None
 
 
-def _changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
+def changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
+    """Every change of a deterministic metric between consecutive measured commits, oldest first."""
     measured = [p for p in _finite(points) if p.value is not None]
     return [
         Step(a.commit, b.commit, a.value, b.value, 0.0, 1.0,

@@ -39,13 +39,14 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from flybench.regress import alerts, noise
+from flybench.regress import alerts, noise, scan
 from flybench.regress.accepted import Acceptance
 from flybench.regress.config import RegressConfig, load_config
-from flybench.regress.history import Point, Regression, Step, find_regressions, series_noise
+from flybench.regress.history import Point, Regression, Step, compile_changes, series_noise
+from flybench.store import queries
 from flybench.store.db import DEFAULT_DB, connect
 
-DETECTOR = "3"
+DETECTOR = "4"
 """Bump when step detection changes what it finds: every stored scan is then recomputed."""
 THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides",
                     "step_floor", "window", "corroborate", "environment_workloads", "control_providers")
@@ -68,10 +69,18 @@ _DIGESTS = """
         SELECT m.subject, m.machine, hash(m.commit_hash, m.kernel, m.arch, m.metric, m.value, m.unit, c.date)
         FROM compile_metrics m LEFT JOIN commits c ON c.subject = m.subject AND c.hash = m.commit_hash
         WHERE (?::VARCHAR IS NULL OR m.subject = ?) AND (?::VARCHAR IS NULL OR m.machine = ?)
+        UNION ALL
+        SELECT s.subject, s.machine, hash(t.hash, t.benchmark, t.params, t.files)
+        FROM code_touches t JOIN (SELECT DISTINCT subject, machine FROM results) s ON s.subject = t.subject
+        WHERE (?::VARCHAR IS NULL OR s.subject = ?) AND (?::VARCHAR IS NULL OR s.machine = ?)
+        UNION ALL
+        SELECT s.subject, s.machine, hash(k.hash, k.position, k.merged_pr)
+        FROM code_changes k JOIN (SELECT DISTINCT subject, machine FROM results) s ON s.subject = k.subject
+        WHERE (?::VARCHAR IS NULL OR s.subject = ?) AND (?::VARCHAR IS NULL OR s.machine = ?)
     ) GROUP BY ALL ORDER BY ALL"""
 _NOISE_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "noise", "level")
 _STEP_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "kind", "runs", "last_good",
-                 "first_bad", "before", "after", "noise", "confidence", "worse")
+                 "first_bad", "before", "after", "noise", "confidence", "worse", "evidence")
 _ALERT_COLUMNS = (*_STEP_COLUMNS, "status", "opened_through", "closed_by", "flips")
 _EVENT_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "first_bad", "event", "through", "detail")
 
@@ -97,31 +106,25 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
         scans = _scans(conn)
         stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
         units = _series_units(conn, stale)
-        before = _alerts(conn, stale)
-    found = {scope: find_regressions(db_path, subject=scope[0], machine=scope[1], config=cfg) for scope in stale}
+    found = {scope: scan_scope(db_path, scope, cfg) for scope in stale}
     series = {scope: noise.histories(db_path, scope[1], scope[0]) for scope in stale}
     noises = pd.DataFrame([row for scope in stale for row in _noise_rows(scope, series[scope], units.get(scope, []),
                                                                           cfg)], columns=list(_NOISE_COLUMNS))
-    states = {scope: alerts.advance(before.get(scope, []), found[scope], {
-        (*scope, env, name, alerts.canonical(params)): points for (env, name, params), points in series[scope].items()},
-        {(*scope, env, name, alerts.canonical(params)): unit for env, name, params, unit in units.get(scope, [])}, cfg)
-        for scope in stale}
     gone = [scope for scope in scans if scope not in current]
     if not stale and not gone:
         return []
     with connect(db_path) as conn:
         conn.begin()
         for subject, machine in [*stale, *gone]:
-            for table in ("regression_steps", "series_noise", "regression_scans", "alerts"):
+            for table in ("regression_steps", "series_noise", "regression_scans", "alerts", "alert_events"):
                 conn.execute(f"DELETE FROM {table} WHERE subject = ? AND machine = ?", [subject, machine])
-        for subject, machine in gone:
-            conn.execute("DELETE FROM alert_events WHERE subject = ? AND machine = ?", [subject, machine])
         for scope in stale:
             conn.execute("INSERT INTO regression_scans VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
                          [*scope, current[scope], mark])
-        steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope]], columns=list(_STEP_COLUMNS))
-        kept = pd.DataFrame([_alert_row(a) for scope in stale for a in states[scope][0]], columns=list(_ALERT_COLUMNS))
-        events = pd.DataFrame([_event_row(e) for scope in stale for e in states[scope][1]],
+        steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope].steps], columns=list(_STEP_COLUMNS))
+        kept = pd.DataFrame([_alert_row(a) for scope in stale for a in found[scope].alerts],
+                            columns=list(_ALERT_COLUMNS))
+        events = pd.DataFrame([_event_row(e) for scope in stale for e in found[scope].events],
                               columns=list(_EVENT_COLUMNS))
         events["seen_at"] = pd.Timestamp.now()
         for table, rows in (("regression_steps", steps), ("series_noise", noises), ("alerts", kept),
@@ -132,6 +135,18 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
                 conn.unregister("found")
         conn.commit()
     return stale
+
+
+def scan_scope(db_path: str | Path, scope: Scope, cfg: RegressConfig, benchmark: str | None = None) -> scan.Scan:
+    """One (subject, machine)'s history replayed (`scan.replay`), with every compile-only metric's change among
+    its steps."""
+    subject, machine = scope
+    frame = queries.history(db_path, machine=machine, subject=subject)
+    if benchmark:
+        frame = frame[[fnmatchcase(b, benchmark) for b in frame["benchmark"]]]
+    found = scan.replay(subject, machine, frame, scan.Attribution.stored(db_path, subject, machine), cfg)
+    found.steps += compile_changes(db_path, machine, subject, benchmark, cfg)
+    return found
 
 
 def summary(rescanned: list[Scope]) -> str:
@@ -167,11 +182,14 @@ def regressions(
         kept = _alerts(conn, list(current))
         orders = _series_orders(conn, accepted or [])
     found: list[Regression] = []
-    for scope in current:  # in (subject, machine) order, each scope's steps in find_regressions' order
-        steps = stored.get(scope, []) if scope in fresh else find_regressions(
-            db_path, subject=scope[0], machine=scope[1], benchmark=benchmark, config=cfg)
-        found += _with_alerts(steps, [a for a in kept.get(scope, []) if alerts.meets(a.regression, cfg)],
-                              scope in fresh)
+    for scope in current:  # in (subject, machine) order
+        if scope in fresh:
+            steps, scope_alerts = stored.get(scope, []), kept.get(scope, [])
+        else:
+            replayed = scan_scope(db_path, scope, cfg, benchmark)
+            steps, scope_alerts = replayed.steps, replayed.alerts
+        found += [r for r in steps if not alerts.becomes_alert(r)]
+        found += [a.regression for a in scope_alerts if a.status == alerts.OPEN and alerts.meets(a.regression, cfg)]
     found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
              and not _accepted(r, accepted or [], orders)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
@@ -204,7 +222,7 @@ def history_noise(db_path: str | Path, machine: str, subject: str | None = None,
 
 def _digests(conn: duckdb.DuckDBPyConnection, subject: str | None = None,
              machine: str | None = None) -> dict[Scope, str]:
-    args = [subject, subject, machine, machine] * 2
+    args = [subject, subject, machine, machine] * 4
     return {(s, m): d for s, m, d in conn.execute(_DIGESTS, args).fetchall()}
 
 
@@ -252,20 +270,11 @@ def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[
         [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
     steps: dict[Scope, list[Regression]] = {}
     for (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, level_noise,
-         confidence, worse) in rows:
+         confidence, worse, evidence) in rows:
         step = Step(last_good, first_bad, before, after, level_noise, confidence, worse)
         steps.setdefault((subject, machine), []).append(
-            Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs))
+            Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs, evidence))
     return steps
-
-
-def _with_alerts(steps: list[Regression], kept: list[alerts.Alert], current: bool) -> list[Regression]:
-    """A scope's report: its open alerts, and the found changes that are not alerts. Where the stored alerts are
-    not current, a worse step the fit finds that no open alert holds is reported too."""
-    opened = [a for a in kept if a.status == alerts.OPEN]
-    return [r for r in steps if not alerts.becomes_alert(r) or (not current and not any(
-        a.key == alerts.series_key(r) and alerts.same_step(a.regression, r) for a in opened))] + \
-        [a.regression for a in opened]
 
 
 def _alerts(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope, list[alerts.Alert]]:
@@ -277,9 +286,9 @@ def _alerts(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[Scope,
     found: dict[Scope, list[alerts.Alert]] = {}
     for row in rows:
         (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, level_noise,
-         confidence, worse, status, opened_through, closed_by, flips) = row
+         confidence, worse, evidence, status, opened_through, closed_by, flips) = row
         step = Step(last_good, first_bad, before, after, level_noise, confidence, worse)
-        regression = Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs)
+        regression = Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs, evidence)
         found.setdefault((subject, machine), []).append(alerts.Alert(regression, status, opened_through, closed_by,
                                                                      flips))
     return found
@@ -301,7 +310,8 @@ def _row(r: Regression) -> dict[str, object]:
     return {"subject": r.subject, "machine": r.machine, "env_name": r.env_name, "benchmark": r.benchmark,
             "params": json.dumps(r.params), "unit": r.unit, "kind": r.kind, "runs": r.runs,
             "last_good": r.step.last_good, "first_bad": r.step.first_bad, "before": r.step.before,
-            "after": r.step.after, "noise": r.step.noise, "confidence": r.step.confidence, "worse": r.step.worse}
+            "after": r.step.after, "noise": r.step.noise, "confidence": r.step.confidence, "worse": r.step.worse,
+            "evidence": r.evidence}
 
 
 def _series_orders(conn: duckdb.DuckDBPyConnection,

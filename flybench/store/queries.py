@@ -471,3 +471,29 @@ def imported_run_rows(db_path: str | Path = DEFAULT_DB, context: str = "pr", sub
         FROM results r LEFT JOIN machines m ON m.name = r.machine
         WHERE r.run_context = ? AND (?::VARCHAR IS NULL OR r.subject = ?)
         ORDER BY r.subject, r.pr, job_time, r.machine, r.benchmark, r.params""", [context, subject, subject])
+
+
+# --- What the history scan (flybench.regress.scan) reads besides the values: code attribution and paired runs.
+
+def code_changes(db_path: str | Path, subject: str) -> pd.DataFrame:
+    """The subject's main commits over its attributed span, in main's order: hash, position, pull request, title."""
+    return _query(db_path, "SELECT hash, position, merged_pr, title FROM code_changes WHERE subject = ? "
+                           "ORDER BY position", [subject])
+
+
+def code_touches(db_path: str | Path, subject: str) -> pd.DataFrame:
+    """Per series (benchmark, params as stored), the main commits that changed what it runs, and which files."""
+    return _query(db_path, "SELECT benchmark, params::VARCHAR AS params, hash, files FROM code_touches "
+                           "WHERE subject = ?", [subject])
+
+
+def paired_changes(db_path: str | Path, subject: str, machine: str) -> pd.DataFrame:
+    """Each pull request's own same-job comparison with main, per series on the machine: the change in percent
+    that its newest CI run measured against main in that job (an imported record's `vs_main`), signed as the
+    metric is (bigger is better for every imported metric)."""
+    return _query(db_path, """
+        SELECT benchmark, params::VARCHAR AS params, pr,
+               arg_max(TRY_CAST(source_record->'vs_main'->>'delta_pct' AS DOUBLE), TRY_CAST(run_id AS BIGINT)) AS delta_pct
+        FROM results WHERE subject = ? AND machine = ? AND pr IS NOT NULL
+          AND source_record->'vs_main'->>'delta_pct' IS NOT NULL
+        GROUP BY ALL""", [subject, machine])

@@ -359,6 +359,31 @@ MIGRATIONS: list[list[str]] = [
         "DELETE FROM series_heads",
         f"INSERT INTO series_heads SELECT * FROM results WHERE rowid IN (SELECT {heads.NEWEST_ROW} GROUP BY {heads.SERIES})",
     ],
+    [  # v13: code attribution for the history scan (flybench.regress.scan). code_changes holds a subject's main
+        # commits over an imported span (first-parent order, pull request, title, changed files); code_touches,
+        # per series, the commits among them that changed what the series runs (flybench.importers.flydsl_ci.code).
+        # Steps and alerts say which evidence they rest on. The scan replays every commit, so every stored scan
+        # is recomputed.
+        """CREATE TABLE code_changes (
+            subject VARCHAR NOT NULL,
+            hash VARCHAR NOT NULL,
+            position INTEGER NOT NULL,
+            merged_pr INTEGER,
+            title VARCHAR NOT NULL,
+            files VARCHAR[] NOT NULL,
+            PRIMARY KEY (subject, hash)
+        )""",
+        """CREATE TABLE code_touches (
+            subject VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            hash VARCHAR NOT NULL,
+            files VARCHAR[] NOT NULL
+        )""",
+        *[f"ALTER TABLE {table} ADD COLUMN evidence VARCHAR NOT NULL DEFAULT ''"
+          for table in ("regression_steps", "alerts")],
+        "DELETE FROM regression_scans",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from flybench.importers.flydsl_ci import code
 from flybench.importers.flydsl_ci.axis import DEFAULT_SUBJECT, Resolved, check_subject, resolve, subject_commits
 from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
 from flybench.importers.flydsl_ci.read import Key, Record, RecordError, from_stored, read_history
@@ -48,6 +49,8 @@ class ImportReport:
     ordered_by: str = "CI timestamps"
     rejected: list[RecordError] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
+    attributed: int = 0
+    """Main commits whose changed files were read from the clone, to tell code steps from the runner's."""
     unresolved: int = 0
     """Short commit hashes of the new records that no full hash was found for: kept as given."""
 
@@ -59,6 +62,8 @@ class ImportReport:
         lines = [f"{self.file} -> {self.db_path} ({self.subject}, source {SOURCE}): {self.records} records read, "
                  f"{self.new} new, {self.records - self.new} already stored, {len(self.rejected)} rejected; "
                  f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
+        if self.attributed:
+            lines.append(f"  code attribution: {self.attributed} main commits read from the clone")
         lines += [f"  rejected: {self.file}: {error}" for error in self.rejected]
         lines += [f"  conflict: {self.file}: {conflict}" for conflict in self.conflicts]
         if self.unresolved:
@@ -107,10 +112,32 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
             _insert(conn, "imported_records", [_record_row(subject, r, history.path.name) for r in new],
                     _RECORD_COLUMNS)
             report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone, refiled)
+            if flydsl_repo is not None:
+                report.attributed = _attribute(conn, subject, Path(flydsl_repo), main_ref)
             conn.execute("INSERT INTO imported_files VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP) "
                          "ON CONFLICT DO NOTHING", [SOURCE, subject, history.sha256, history.path.name,
                                                     history.size, len(history.records), len(history.errors)])
     return report
+
+
+def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_ref: str | None) -> int:
+    """The subject's code attribution (`code.read`) over every stored main commit, in place of the stored one;
+    the number of main commits it covers."""
+    measured = [h for (h,) in conn.execute("SELECT hash FROM imported_commits WHERE source = ? AND subject = ? "
+                                           "AND on_main", [SOURCE, subject]).fetchall()]
+    series = conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op' FROM results "
+                          "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
+    found = code.read(repo, main_ref, measured, {op for _, _, op in series})
+    conn.execute("DELETE FROM code_changes WHERE subject = ?", [subject])
+    conn.execute("DELETE FROM code_touches WHERE subject = ?", [subject])
+    _insert(conn, "code_changes", [{"subject": subject, **asdict(c), "files": list(c.files)} for c in found.changes],
+            ("subject", "hash", "position", "merged_pr", "title", "files"))
+    _insert(conn, "code_touches", [{"subject": subject, "benchmark": benchmark, "params": params, "hash": commit,
+                                    "files": list(files)}
+                                   for benchmark, params, op in series
+                                   for commit, files in found.touches.get(op, {}).items()],
+            ("subject", "benchmark", "params", "hash", "files"))
+    return len(found.changes)
 
 
 def _refile(conn: duckdb.DuckDBPyConnection, subject: str, full: Resolved, stored: set[str]) -> set[str]:
