@@ -195,3 +195,16 @@ def test_flybench_regressions_lists_a_watched_counter_change(tmp_path, capsys):
     assert code == 1
     [change] = [r for r in found if r["params"].get("counter") == "smsp__inst_executed.sum"]
     assert (change["step"]["before"], change["step"]["after"]) == (1000.0, 1500.0)
+
+
+def test_a_counter_file_turned_binary_keeps_the_rows_stored_from_it(tmp_path):
+    """The record reader skips a line that is not UTF-8 as torn; a whole file of such bytes must not replace the
+    counter rows stored from it with none."""
+    tree, db = _tree(tmp_path), tmp_path / "db.duckdb"
+    append(_sidecar(tree), _record(5e8))
+    assert ingest(tree, db, "flybench").counter_rows == 4
+    _sidecar(tree).write_bytes(b"\x7fELF\x02\x01\xff\xfe" * 64)
+    report = ingest(tree, db, "flybench")
+    (error,) = report.errors
+    assert error.path == str(_sidecar(tree)) and "not UTF-8 text (byte 6 is 0xff), so no record file" in error.message
+    assert _values(db)["dram__bytes_read.sum"][1] == 5e8

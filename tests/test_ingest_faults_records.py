@@ -184,3 +184,37 @@ def test_a_changed_results_file_that_cannot_be_read_is_named_with_advice(tree: P
     assert code == 2 and "Traceback" not in out
     assert f"error: {bad}: PermissionError" in out and "make it readable (chmod u+r) and ingest again" in out
     assert stored(db) == before
+
+
+@pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero"])
+@pytest.mark.parametrize("name", ["results", "cases", "counters", "machine.json", "benchmarks.json"])
+def test_a_fifo_or_a_device_named_like_a_file_of_the_tree_is_reported_not_read(kind: str, name: str, tree: Path,
+                                                                               tmp_path: Path, capsys) -> None:
+    """A FIFO blocked ingest until it was killed, and /dev/zero never ends: only regular files are read."""
+    import os
+    import threading
+
+    db = tmp_path / "db.duckdb"
+    assert run(capsys, tree, db)[0] == 0
+    machine = next(p.parent for p in tree.glob("*/machine.json"))
+    odd = {"results": machine / "eeeeeeee-existing-py.json", "cases": cases_file(tree, SECOND),
+           "counters": machine / "eeeeeeee-existing-py.counters.jsonl", "machine.json": machine / "machine.json",
+           "benchmarks.json": tree / "benchmarks.json"}[name]
+    odd.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(odd)
+    else:
+        odd.symlink_to("/dev/zero")
+    answer: list[tuple[int, str]] = []
+    reader = threading.Thread(target=lambda: answer.append(run(capsys, tree, db)), daemon=True)
+    reader.start()
+    reader.join(timeout=120)  # generous for a loaded machine; a hang never ends
+    if reader.is_alive():  # let the blocked open return, so that the test process can end
+        with open(odd, "wb", buffering=0) if kind == "fifo" else open(os.devnull, "wb"):
+            pass
+        pytest.fail(f"ingest still reading {odd} after 120 s")
+    code, out = answer[0]
+    said = "a FIFO (named pipe)" if kind == "fifo" else "a character device"
+    assert code == 2 and "Traceback" not in out
+    assert f"error: {odd}: it is {said}, not a file asv or flybench writes, so it was not read" in out
+    assert {row[0] for row in stored(db)} >= ({FIRST} if name == "cases" else {FIRST, SECOND})

@@ -21,7 +21,7 @@ from flybench.benchmark_names import benchmark_name
 from flybench.counters import DERIVED, WATCHED_DERIVED
 from flybench.counters import record as counter_records
 from flybench.measure.record import key_of
-from flybench.store.files import FileError, FileTracker, reason
+from flybench.store.files import BadInput, FileError, FileTracker, reason, refuse_binary
 
 KIND = "counters"
 CASE_COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params", "status", "reason", "tool",
@@ -50,8 +50,9 @@ def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subje
             continue
         try:
             fingerprint = tracker.fingerprint(path, KIND)
+            refuse_binary(path)
             records, skipped = counter_records.read(path)
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, BadInput) as exc:  # a FIFO, a device or a binary file there is refused (BadInput)
             errors.append(FileError(str(path), f"{reason(exc)}; its counter rows were not loaded"))
             continue
         warnings += skipped

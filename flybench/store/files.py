@@ -13,10 +13,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+
+from flybench.file_kinds import describe
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,38 @@ def fingerprint(path: Path, relpath: str, kind: str) -> Fingerprint:
     return read_fingerprinted(path, relpath, kind)[0]
 
 
+def refuse_special(path: Path) -> None:
+    """Raise BadInput when `path` is a FIFO, a device or a socket: reading a FIFO blocks until someone writes to
+    it and /dev/zero never ends, so an ingest named like a results file hung until it was killed. Folders and
+    broken links are left to the read, whose error says what they are."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise BadInput(f"it is {describe(path)}, not a file asv or flybench writes, so it was not read (only regular "
+                       "files are); move it aside and ingest again (what was stored from it is kept)")
+
+
+def refuse_binary(path: Path) -> None:
+    """Raise BadInput when a record file holds bytes that are not UTF-8. The reader (flybench.jsonl) skips such a
+    line as it skips a torn one, which suits a run reading its own records; but a binary file there is no record
+    file, and storing it as one with its lines skipped would replace the rows stored from it with none."""
+    content = path.read_bytes()
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"not UTF-8 text (byte {exc.start} is {content[exc.start]:#04x}), so no record file: restore "
+                       "it from its runner, or move it aside, and ingest again (what was stored from it is "
+                       "kept)") from exc
+
+
 def read_fingerprinted(path: Path, relpath: str, kind: str) -> tuple[Fingerprint, bytes]:
     """The file's fingerprint and the very bytes it was taken of, so that a file is read only once."""
-    stat = path.stat()
+    refuse_special(path)
+    info = path.stat()
     content = path.read_bytes()
-    return Fingerprint(relpath, kind, stat.st_mtime_ns, stat.st_size, hashlib.sha256(content).hexdigest()), content
+    return Fingerprint(relpath, kind, info.st_mtime_ns, info.st_size, hashlib.sha256(content).hexdigest()), content
 
 
 class FileTracker:
@@ -98,8 +128,8 @@ class FileTracker:
         if known is None or not path.is_file():
             return known is None and not os.path.lexists(path)  # a folder or a broken link is read, to say why
         try:
-            stat = path.stat()
-            if (stat.st_mtime_ns, stat.st_size) == known[:2]:
+            info = path.stat()
+            if (info.st_mtime_ns, info.st_size) == known[:2]:
                 return True
             current = self.fingerprint(path, kind)
         except OSError:

@@ -44,7 +44,8 @@ from flybench.store import heads, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
                                       machine_row, read_results)
 from flybench.store.db import DEFAULT_DB, connect, is_fault
-from flybench.store.files import FileError, FileTracker, Fingerprint, fingerprint, read_fingerprinted, reason
+from flybench.store.files import (BadInput, FileError, FileTracker, Fingerprint, fingerprint, read_fingerprinted,
+                                  reason, refuse_special)
 
 RESULT_COLUMNS = (
     "subject", "machine", "commit_hash", "env_name", "benchmark", "params", "unit", "value",
@@ -122,6 +123,10 @@ def ingest(
     benchmarks_path = root / "benchmarks.json"
     report = IngestReport(str(db_path), subject)
     benchmarks = load_benchmarks(benchmarks_path) if benchmarks_path.is_file() else {}
+    try:
+        refuse_special(benchmarks_path)  # a FIFO there is no benchmarks.json: it is said, and never read
+    except BadInput as exc:
+        report.errors.append(FileError(str(benchmarks_path), str(exc)))
     if not benchmarks_path.is_file():
         report.warnings.append(f"no {benchmarks_path} (asv writes it with each run): flybench's case suites are named "
                                "by their own scheme (case, provider, dtype), other benchmarks after definitions "
@@ -411,6 +416,7 @@ def _plan_machine(
     """The machine's row and the files of it to read (new or changed), or why none of them are read."""
     machine_json = machine_dir / "machine.json"
     try:
+        refuse_special(machine_json)
         machine = machine_row(machine_json)
     except BAD_FILE as exc:
         why = str(exc) if isinstance(exc, util.UserError) else reason(exc)  # asv's own words name the file

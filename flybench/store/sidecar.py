@@ -30,7 +30,7 @@ from flybench.measure import record as records
 from flybench.measure.record import CaseKey
 from flybench.measure.roofline import rates
 from flybench.store.asv_files import WHAT_TO_DO, BenchmarkDef, misplaced, shown
-from flybench.store.files import BadInput
+from flybench.store.files import BadInput, refuse_binary
 
 sidecar_path = records.beside
 
@@ -46,8 +46,10 @@ def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
 
     A torn line (a process killed mid-write) is skipped: its case falls back
     to asv's own value, which is what asv recorded for a killed process anyway.
-    A record holding a number no column can store refuses the file (`BadInput`).
+    A record holding a number no column can store refuses the file (`BadInput`),
+    and so does a byte that is not UTF-8 (`files.refuse_binary`).
     """
+    refuse_binary(path)
     found, warnings = records.read(path)
     for record in found:
         _refuse_huge_integers(record)
