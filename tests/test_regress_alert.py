@@ -11,7 +11,7 @@ import pytest
 from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build
 
 from flybench.cli import main
-from flybench.regress import accepted, find_regressions
+from flybench.regress import accepted, stored
 from flybench.regress.report import bisect_command, history_url
 from flybench.store import ingest
 
@@ -31,7 +31,7 @@ def db(project: AsvProject, tmp_path: Path) -> Path:
 
 
 def test_the_alert_names_everything_needed_to_act(db: Path, project: AsvProject, tmp_path: Path) -> None:
-    [step] = [r for r in find_regressions(db) if r.series == SERIES]
+    [step] = [r for r in stored.regressions(db) if r.series == SERIES]
     assert (step.step.last_good, step.step.first_bad) == (project.commits[STEP_AT - 1], project.commits[STEP_AT])
     assert step.runs == "main"
     url = urlsplit(history_url(step, "https://dash.example/flybench/"))
@@ -59,7 +59,7 @@ def test_the_alert_names_everything_needed_to_act(db: Path, project: AsvProject,
     assert code == 1
     row = next(line for line in text.splitlines() if "c1, flydsl, bf16" in line and "track_time" in line)
     assert f"{project.commits[STEP_AT - 1][:8]}..{project.commits[STEP_AT][:8]}" in row
-    assert "+50.0%" in row and "% (noise" in row  # the size (step levels) and the confidence
+    assert "+50.5%" in row and "% (noise" in row  # the size (the levels' medians) and the confidence
     assert "| main |" in row and "[History](https://dash.example/flybench/history?" in row
     assert "`flybench bisect '" in row and "flybench accept" in text
 
@@ -74,8 +74,8 @@ def test_an_accepted_level_closes_the_alert_and_keeps_its_reason(db: Path, proje
     assert (entry.machine, entry.benchmark, entry.commit) == (MACHINE, "attention.Quick.track_time",
                                                                project.commits[STEP_AT])
     assert entry.params == {"case": "c1", "provider": "flydsl", "dtype": "bf16"} and entry.reason
-    assert SERIES not in [r.series for r in find_regressions(db, accepted=accepted.load(file))]
-    assert SERIES in [r.series for r in find_regressions(db)]  # without the file the step is still there
+    assert SERIES not in [r.series for r in stored.regressions(db, accepted=accepted.load(file))]
+    assert SERIES in [r.series for r in stored.regressions(db)]  # without the file the step is still there
     out = tmp_path / "alert.md"
     main(["regressions", "--db", str(db), "--benchmark", "attention.Quick.*", "--accepted", str(file),
           "--format", "markdown", "--output", str(out)])

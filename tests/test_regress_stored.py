@@ -1,5 +1,6 @@
-"""Stored regressions: `flybench ingest` keeps step detection's answer, and reading it gives find_regressions';
-the same scan keeps each series' history noise, and `compare` reading it gives the answer it computes."""
+"""Stored regressions: `flybench ingest` keeps the history scan's answer (its alerts, and the steps that are not
+alerts), and reading it gives what replaying the history in memory gives; the same scan keeps each series' history
+noise, and `compare` reading it gives the answer it computes."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from fixtures.asv_project import MACHINE, PROJECT, STEP_AT, AsvProject, build
 
 from flybench.cli import main
-from flybench.regress import RegressConfig, accepted, find_regressions, noise, stored
+from flybench.regress import RegressConfig, accepted, noise, stored
 from flybench.regress.compare import Comparison, compare
 from flybench.store import connect
 
@@ -36,19 +37,28 @@ def db(project: AsvProject, tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     return path
 
 
-def stored_rows(db: Path) -> list[tuple]:
+def stored_rows(db: Path, table: str = "regression_steps") -> list[tuple]:
     with connect(db, read_only=True) as conn:
-        return conn.execute("SELECT machine, benchmark, first_bad FROM regression_steps ORDER BY ALL").fetchall()
+        return conn.execute(f"SELECT machine, benchmark, first_bad FROM {table} ORDER BY ALL").fetchall()
+
+
+def replayed(db: Path, **scope: object) -> list:
+    """What a reader answers with nothing stored: the history replayed in memory (on a copy of the store)."""
+    copy = db.with_name("replayed.duckdb")
+    copy.write_bytes(db.read_bytes())
+    with connect(copy) as conn:
+        conn.execute("DELETE FROM regression_scans")
+    return stored.regressions(copy, **scope)
 
 
 def test_ingest_stores_the_steps_and_readers_read_them(db: Path, project: AsvProject) -> None:
-    assert stored_rows(db) == sorted([
+    assert stored_rows(db, "alerts") == sorted([
         (MACHINE, "attention.Quick.track_time", project.commits[STEP_AT]),
-        (MACHINE, "attention.Rates.track_tflops", project.commits[STEP_AT]),
-        ("compile-box", "flash_attn", project.commits[3])])
+        (MACHINE, "attention.Rates.track_tflops", project.commits[STEP_AT])])
+    assert stored_rows(db) == [("compile-box", "flash_attn", project.commits[3])]  # changes are not alerts
     for scope in ({}, {"machine": MACHINE}, {"machine": "compile-box"}, {"benchmark": "*track_time"},
                   {"subject": PROJECT, "benchmark": "flash_*"}):
-        assert stored.regressions(db, **scope) == find_regressions(db, **scope)
+        assert stored.regressions(db, **scope) == replayed(db, **scope)
     with connect(db) as conn:  # a stored answer is what readers return: no refit while the rows are unchanged
         conn.execute("UPDATE alerts SET confidence = 0.5 WHERE benchmark = 'attention.Quick.track_time'")
     [step] = [r for r in stored.regressions(db) if r.series == SERIES]
@@ -59,26 +69,21 @@ def test_ingest_stores_the_steps_and_readers_read_them(db: Path, project: AsvPro
 def test_changed_rows_are_recomputed_until_the_next_ingest_stores_them(db: Path, project: AsvProject) -> None:
     with connect(db) as conn:  # flatten the planted step (a write that did not refresh the stored steps)
         conn.execute("UPDATE results SET value = 1e-3 WHERE benchmark = 'attention.Quick.track_time'")
-    fresh = find_regressions(db)
-    assert SERIES not in [r.series for r in fresh]
-    # until a scan sees the series back at its old level, its alert stays open beside what the fit finds now
-    assert SERIES in [r.series for r in stored.regressions(db)]
+    # the alerts are a function of the history: a history without the step has no alert, stored or not
+    assert SERIES not in [r.series for r in stored.regressions(db)]
     assert stored.refresh(db) == [(PROJECT, MACHINE)]  # the compile-only machine's rows did not change
-    assert stored.regressions(db) == fresh and len(stored_rows(db)) == 2
-    with connect(db, read_only=True) as conn:
-        assert conn.execute("SELECT status FROM alerts WHERE benchmark = 'attention.Quick.track_time'").fetchall() \
-            == [("recovered",)]
+    assert stored.regressions(db) == replayed(db) and len(stored_rows(db, "alerts")) == 1
 
 
 def test_new_thresholds_take_effect_without_an_ingest(db: Path, tmp_path: Path) -> None:
     strict = RegressConfig(step_floor=0.6)  # above the planted 50% step
-    assert stored.regressions(db, config=strict) == find_regressions(db, config=strict) != find_regressions(db)
+    assert stored.regressions(db, config=strict) == replayed(db, config=strict) != stored.regressions(db)
+    assert SERIES not in [r.series for r in stored.regressions(db, config=strict)]
     toml = tmp_path / "flybench.toml"
     toml.write_text("[regress]\nstep_floor = 0.6\n")
-    assert stored.regressions(db, config=toml) == find_regressions(db, config=strict)
+    assert stored.regressions(db, config=toml) == stored.regressions(db, config=strict)
     assert sorted(stored.refresh(db, strict)) == [(PROJECT, "compile-box"), (PROJECT, MACHINE)]
-    assert stored.refresh(db, strict) == [] and stored.regressions(db, config=strict) == find_regressions(
-        db, config=strict)
+    assert stored.refresh(db, strict) == [] and stored.regressions(db, config=strict) == replayed(db, config=strict)
 
 
 def test_acceptances_apply_when_read(db: Path, project: AsvProject, tmp_path: Path) -> None:
@@ -87,7 +92,7 @@ def test_acceptances_apply_when_read(db: Path, project: AsvProject, tmp_path: Pa
                  "--db", str(db), "--accepted", str(file)]) == 0
     levels = accepted.load(file)
     found = stored.regressions(db, accepted=levels)
-    assert found == find_regressions(db, accepted=levels) and SERIES not in [r.series for r in found]
+    assert found == replayed(db, accepted=levels) and SERIES not in [r.series for r in found]
     assert SERIES in [r.series for r in stored.regressions(db)]
     early = [{**json.loads(file.read_text())["accepted"][0], "commit": project.commits[1]}]
     file.write_text(json.dumps({"version": 1, "accepted": early}))  # accepted before the step: still open
@@ -105,18 +110,14 @@ def test_the_verb_answers_as_before(db: Path, tmp_path: Path, capsys: pytest.Cap
 
 
 @pytest.mark.skipif(not (ROOT / "results" / "flydsl" / "cpu-compile").is_dir(), reason="no committed results")
-def test_the_committed_results_read_back_in_find_regressions_order(tmp_path: Path) -> None:
+def test_the_committed_results_read_back_as_replayed(tmp_path: Path) -> None:
     db = tmp_path / "real.duckdb"
     assert main(["ingest", str(ROOT / "results" / "flybench"), "--config", str(ROOT / "asv.conf.json"),
                  "--db", str(db)]) == 0
     assert main(["ingest", str(ROOT / "results" / "flydsl"), "--db", str(db)]) == 0
-    found = find_regressions(db)
-    assert {r.kind for r in found} == {"step", "change"}  # timings and compile-only resources both
-    with connect(db, read_only=True) as conn:  # an alert whose newest values are back at the old level is closed
-        recovered = {(m, b, json.dumps(json.loads(p), sort_keys=True), f) for m, b, p, f in conn.execute(
-            "SELECT machine, benchmark, params, first_bad FROM alerts WHERE status = 'recovered'").fetchall()}
-    assert stored.regressions(db) == [r for r in found if (r.machine, r.benchmark, json.dumps(r.params, sort_keys=True),
-                                                            r.step.first_bad) not in recovered]
+    found = stored.regressions(db)
+    assert "change" in {r.kind for r in found}  # compile-only resources' changes beside the alerts
+    assert found == replayed(db)
 
 
 def pair(db: Path, project: AsvProject) -> Comparison:

@@ -15,8 +15,10 @@ whose new level has PERSIST to AFTER runs so far:
   the step floor and by `noise_k` times the series' run-to-run scatter
   (robust spread of successive differences over its newest SCATTER_RUNS
   runs, floored at half a unit of the last printed digit), and every run
-  after the boundary must be at least half that far out: one run is what a
-  runner's per-job mode looks like. A level the series already visited in
+  after the boundary must be at least half that far out (one run is what a
+  runner's per-job mode looks like), and every run of the old level's window
+  nearer the old level than the new (a window that straddles an earlier
+  boundary has no level of its own). A level the series already visited in
   the MODE_RUNS runs before (VISITS of them nearer it) is a bimodal series
   flipping, not a step. And a step must exceed DIGITS halves of the last
   printed digit.
@@ -215,7 +217,7 @@ def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
     for row in rows.itertuples(index=False):
         grouped[row.env_name, row.benchmark, alerts.canonical(row.params)].append(row)
     for (env, benchmark, params), rows_of in grouped.items():
-        decoded = json.loads(params)
+        decoded = json.loads(rows_of[0].params)  # as stored: the order of its names is the series' name
         unit = rows_of[0].unit
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, decoded.values())), unit)
         if thresholds.deterministic:
@@ -302,10 +304,11 @@ def _judge(s: _Series, attribution: Attribution) -> tuple[Step, float, float, Ve
         i = n - after
         if i < MIN_BEFORE:
             break
-        old = statistics.median(s.nets[max(0, i - LEVEL):i])
-        new = statistics.median(s.nets[i:])
+        window = s.nets[max(0, i - LEVEL):i]
+        old, new = statistics.median(window), statistics.median(s.nets[i:])
         rise = new - old
-        if rise < needed or min(s.nets[i:]) - old < needed / 2 or _visited(s.nets[:i], old, new):
+        if rise < needed or min(s.nets[i:]) - old < needed / 2 or _visited(s.nets[:i], old, new) \
+                or any(x - old > new - x for x in window):  # the old level held up to the boundary
             continue
         before = statistics.median(s.values[max(0, i - LEVEL):i])
         after_value = statistics.median(s.values[i:])
