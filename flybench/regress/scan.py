@@ -16,9 +16,9 @@ whose new level has PERSIST to AFTER runs so far:
   (robust spread of successive differences over its newest SCATTER_RUNS
   runs, floored at half a unit of the last printed digit), and every run
   after the boundary must be at least half that far out (one run is what a
-  runner's per-job mode looks like), and every run of the old level's window
-  nearer the old level than the new (a window that straddles an earlier
-  boundary has no level of its own). A level the series already visited in
+  runner's per-job mode looks like), and the run just before the boundary
+  nearer the old level than the new (else the step came earlier, and this
+  boundary's old level straddles it). A level the series already visited in
   the MODE_RUNS runs before (VISITS of them nearer it) is a bimodal series
   flipping, not a step. And a step must exceed DIGITS halves of the last
   printed digit.
@@ -308,7 +308,7 @@ def _judge(s: _Series, attribution: Attribution) -> tuple[Step, float, float, Ve
         old, new = statistics.median(window), statistics.median(s.nets[i:])
         rise = new - old
         if rise < needed or min(s.nets[i:]) - old < needed / 2 or _visited(s.nets[:i], old, new) \
-                or any(x - old > new - x for x in window):  # the old level held up to the boundary
+                or window[-1] - old > new - window[-1]:  # the run before the boundary is at the old level
             continue
         before = statistics.median(s.values[max(0, i - LEVEL):i])
         after_value = statistics.median(s.values[i:])
