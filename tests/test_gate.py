@@ -12,6 +12,7 @@ import pytest
 from flybench.cli import main
 from flybench.compile import affected, registry
 from flybench.rounds import Selection, rerun, run_rounds
+from flybench.workloads import get_workload
 from studies import gate_study
 
 
@@ -128,8 +129,8 @@ def test_the_gate_measures_both_sides_in_rounds_of_their_own_processes(subject: 
     the rounds; the reports say how many rounds and what the budget bought."""
     out = tmp_path / "gate.json"
     args = ["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--set", "tiny",
-            "-w", "moe", "-p", "torch", "-d", "bf16", "-c", "tiny-h64-i32-e16k4-t1", "--rounds", "2",
-            "--max-rounds", "2", "--json", str(out), "--markdown", str(tmp_path / "gate.md")]
+            "-w", "moe", "-p", "torch", "-d", "bf16", "-c", "tiny-h64-i32-e16k4-t1", "--all-cases", "--rounds", "2",
+            "--max-rounds", "2", "--json", str(out), "--markdown", str(tmp_path / "gate.md")]  # docs-only: --all-cases
     assert main(args) == 0
     data = json.loads(out.read_text())
     (case,) = data["cases"]
@@ -345,12 +346,17 @@ def test_flydsls_timed_cases_are_selected_by_the_modules_their_provider_says_the
     cfg = RegressConfig(subject_providers=frozenset({"flydsl*"}), control_providers=frozenset({"ck"}))
 
     def select(*changed: str):
-        return gate._timing_selection(runnable, sides, list(changed), (), cfg, True, "quick")
+        chosen = gate._timing_selection(runnable, sides, list(changed), cfg, True, "quick", None, [], tmp_path,
+                                        "0" * 40)
+        selections, subjects = gate._measured(chosen, runnable, cfg)
+        return selections, chosen.lines() + gate._controls_line(selections, subjects), subjects
 
+    attention = tuple(sorted(c.name for c in get_workload("attention").cases("quick")))
     chosen, said, subjects = select("kernels/attention/flash_attn_generic.py")
-    assert chosen == [Selection("attention", ("flydsl", "ck"), ())] and subjects == {"flydsl"}
-    assert said[0] == ("timing selection: 1 of 2 workload/provider pairs, built from changed files: "
-                       "attention/flydsl (kernels/attention/flash_attn_generic.py)")
+    assert chosen == [Selection("attention", ("flydsl", "ck"), ("bf16",), attention)] and subjects == {"flydsl"}
+    assert said[0].startswith(f"timing selection: {len(attention)} of ")
+    assert said[0].endswith(f"in 2 workload/provider pairs: attention/flydsl ({len(attention)} of {len(attention)} "
+                            "cases, by static imports: kernels/attention/flash_attn_generic.py)")
     assert said[-1].endswith("attention/ck")
     shared_kernel, _, _ = select("kernels/common/lds.py")
     assert [s.workload for s in shared_kernel] == ["attention", "moe"]

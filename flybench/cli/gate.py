@@ -120,7 +120,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(args: argparse.Namespace) -> int:
     from flybench.regress import exit_code, load_config
-    from flybench.regress.report import write
+    from flybench.regress.report import TERMINAL_WIDTH, write
 
     check_shape_set(args.shape_set)
     if not 1 <= args.rounds <= args.max_rounds:
@@ -199,7 +199,7 @@ def main(args: argparse.Namespace) -> int:
     if kernels:
         notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir, cache)
     comparison = replace(comparison, notes=notes)
-    write(comparison, "terminal")
+    write(comparison, "terminal", width=TERMINAL_WIDTH)
     if args.json:
         write(comparison, "json", args.json)
     if args.markdown:

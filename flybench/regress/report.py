@@ -40,6 +40,7 @@ from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.history import Regression
+from flybench.regress.verdict import detectable_at, interval_text, size_text
 
 EXIT_OK, EXIT_REGRESSION = 0, 1  # and 2 for bad input: flybench.cli.main maps FlybenchError to it
 
@@ -70,6 +71,11 @@ FORMATS = ("terminal", "markdown", "json")
 
 LISTED = ("regression", "broken", "improvement", "fixed", "environment", "ambiguous", "incomparable")
 """Verdicts the reports list a row per case, in this order; unchanged and not-measured cases are counted."""
+SETTLED = ("regression", "broken", "improvement", "fixed", "environment", "unchanged")
+"""Verdicts that settle a case; ambiguous and not comparable ones do not."""
+TERMINAL_WIDTH = 160
+"""Columns the gate's terminal report fits in, on a terminal and in a CI log alike (`write(..., width=)`): its
+cells fold onto more lines. `flybench compare` and `render` keep each row on one line in a log, for grep."""
 MARKDOWN_LIMIT = 60_000
 """A markdown report is shorter than this many UTF-8 bytes (so characters): a GitHub comment holds 65,536."""
 COMMENT_MARKER = "<!-- flybench-compare -->"
@@ -130,6 +136,7 @@ def to_json(outcome: Outcome) -> str:
             "machine": outcome.machine, "base": outcome.base, "head": outcome.head,
             "p_threshold": outcome.p_threshold,
             "summary": {v: len(outcome.having(v)) for v in VERDICTS},
+            "inconclusive": inconclusive(outcome),
             "controls": {v: sum(x.verdict == v for x in outcome.controls) for v in VERDICTS},
             "cases": [{**asdict(c), "relative": _finite(c.relative)} for c in outcome.cases],
             "resources": [asdict(r) for r in outcome.resources],
@@ -141,7 +148,7 @@ def to_json(outcome: Outcome) -> str:
 
 
 def from_json(text: str) -> Comparison:
-    """The Comparison that `to_json` wrote (its derived `relative` and `summary` dropped)."""
+    """The Comparison that `to_json` wrote (its derived `relative`, `summary` and `inconclusive` dropped)."""
     try:
         data = json.loads(text)
         known = {f.name for f in fields(CaseResult)}
@@ -161,8 +168,9 @@ def from_json(text: str) -> Comparison:
 
 def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int = MARKDOWN_LIMIT,
           full_report: str | None = None, marker: str = COMMENT_MARKER, dashboard: str | None = None,
-          links: Sequence[tuple[str, str]] = ()) -> None:
-    """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout.
+          links: Sequence[tuple[str, str]] = (), width: int | None = None) -> None:
+    """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout; a terminal report
+    no wider than `width` columns where given.
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
     """
@@ -173,7 +181,7 @@ def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int 
     try:
         with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
             if fmt == "terminal":
-                print_rich(terminal(outcome), stream)
+                print_rich(terminal(outcome), stream, most=width)
             else:
                 stream.write(text if text is not None else to_json(outcome) + "\n")
     except OSError as exc:
@@ -230,7 +238,7 @@ def resource_text(change: ResourceChange) -> str:
 
 def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: str,
                    links: Sequence[tuple[str, str]]) -> str:
-    mark = ":red_circle:" if c.failing else ":white_check_mark:"
+    mark = ":red_circle:" if c.failing else ":grey_question:" if inconclusive(c) else ":white_check_mark:"
 
     def n(verdict: str) -> int:
         return len(c.having(verdict))
@@ -258,7 +266,7 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
                  [[f"{resource_text(r)}{' (worse)' if r.worse else ''}"] for r in c.resources], summary=True),
         _Section(f"Cases whose noise hides changes of twice their tolerance ({len(noise_limited(c))})",
                  ("noise-limited case", "noise-limited cases"), ["benchmark", "parameters", "detects", "noise"],
-                 [[f"`{x.benchmark}`", _params(x.params), f"{100 * x.detectable:.1f}% (tolerance "
+                 [[f"`{x.benchmark}`", _params(x.params), f"{size_text(x.detectable)} (tolerance "
                    f"{100 * x.threshold:.1f}%)", noise_text(x)] for x in noise_limited(c)], summary=True),
         _Section(f"Drift controls ({len(c.controls)}): measured in the same rounds, never failing the check",
                  ("control verdict", "control verdicts"), ["verdict", "cases", "median change"],
@@ -269,7 +277,8 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
     ]
     lines = [*(f"- {literal_markdown(note)}" for note in c.notes),
              *(f"- [{literal_markdown(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
-    head = [*([marker] if marker else []), f"### {mark} flybench: {summary_line(c)}", ""]
+    head = [*([marker] if marker else []), f"### {mark} flybench: {headline(c)}", "",
+            *([f"**{literal_markdown(more_rounds_text(c))}**", ""] if inconclusive(c) else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
              f"{100 * (1 - c.p_threshold):g}% interval of the change over those medians (Welch's t; the case's "
@@ -277,6 +286,54 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
              "tolerance. A case whose interval still reaches both sides is ambiguous; \"detects\" is the "
              "change it calls 90% of the time at its rounds. Cases that no run selected are not reported.</sub>")]
     return _fit(head, [*lines, ""] if lines else [], sections, foot, limit, _pointer(full_report, "compare"))
+
+
+def inconclusive(c: Comparison) -> bool:
+    """Subject cases were compared and none settled (each ambiguous or not comparable): the check neither passed
+    nor failed, and must not read as a pass."""
+    compared = [x for x in c.cases if x.role == "subject" and x.verdict != "skipped"]
+    return bool(compared) and not c.failing and not any(x.verdict in SETTLED for x in compared)
+
+
+def headline(c: Comparison) -> str:
+    """The summary line, headed "inconclusive" when no subject case settled."""
+    return f"inconclusive: no subject case settled; {summary_line(c)}" if inconclusive(c) else summary_line(c)
+
+
+def more_rounds_text(c: Comparison) -> str:
+    """What more rounds would buy an inconclusive comparison: the changes its ambiguous cases detect now, and at
+    twice their rounds (Welch's t at the doubled rounds, `verdict.detectable_at`), and how many would still miss a
+    change of twice their tolerance."""
+    ambiguous = c.having("ambiguous")
+    judged = [x for x in ambiguous if x.noise_source == "rounds" and x.noise is not None and x.rounds
+              and x.threshold is not None and x.detectable is not None]
+    parts = []
+    if judged:
+        rounds = min(min(x.rounds) for x in judged)
+        now = [x.detectable for x in judged]
+        later = [detectable_at(x.noise, 2 * min(x.rounds), x.threshold, c.p_threshold) for x in judged]
+        hidden = sum(d > 2 * x.threshold for d, x in zip(later, judged))
+        parts.append(f"at their rounds ({rounds}+{rounds} or more) the {_plural(len(judged), 'ambiguous case')} "
+                     f"detect changes of {_span(now)}; twice the rounds would bring that to {_span(later)} against "
+                     f"tolerances of {_span([x.threshold for x in judged])}"
+                     + (f", and {hidden} of them would still miss a change of twice their tolerance: their noise "
+                        "between rounds is too large for more rounds to settle" if hidden else ""))
+    unjudged = len(ambiguous) - len(judged)
+    if unjudged:
+        parts.append(f"{_plural(unjudged, 'case')} had too few rounds to know their noise: a second round a side "
+                     "gives them an interval")
+    if len(c.having("incomparable")):
+        parts.append(f"{_plural(len(c.having('incomparable')), 'case')} could not be compared (see why below), "
+                     "which more rounds do not change")
+    return "Neither a pass nor a failure: " + ("; ".join(parts) if parts else "no case has an interval yet") + "."
+
+
+def _span(values: list[float]) -> str:
+    """'3.1-7.0%', '5.0%', or '40.2% to more than 100%'."""
+    low, high = size_text(min(values)), size_text(max(values))
+    if low == high:
+        return low
+    return f"{low[:-1]}-{high}" if high[0].isdigit() else f"{low} to {high}"
 
 
 def noise_limited(c: Comparison) -> list[CaseResult]:
@@ -315,7 +372,7 @@ def detectable_text(case: CaseResult) -> str:
     """'detects 5.0% here (noise 0.40% between rounds)': the change this comparison calls 90% of the time."""
     if case.detectable is None:
         return ""
-    return f"detects {100 * case.detectable:.1f}% here (noise {noise_text(case)})"
+    return f"detects {size_text(case.detectable)} here (noise {noise_text(case)})"
 
 
 def evidence_text(case: CaseResult) -> str:
@@ -326,7 +383,7 @@ def evidence_text(case: CaseResult) -> str:
     if case.interval is not None:
         low, high = case.interval
         p = f", p={case.p_value:.1e}" if case.p_value is not None else ""
-        parts.append(f"interval {100 * low:+.1f}% to {100 * high:+.1f}% ({case.test}{p})")
+        parts.append(f"interval {interval_text(low, high)} ({case.test}{p})")
     if case.round_spread is not None:
         parts.append(f"spread within a round ≤{100 * case.round_spread:.1f}%")
     if case.round_medians is not None and case.verdict != "unchanged":
@@ -513,7 +570,10 @@ def _size(text: str) -> int:
 
 
 def _comparison_rich(c: Comparison) -> Group:
-    parts: list[RenderableType] = [Text(summary_line(c), style="bold"), *(Text(f"- {n}") for n in c.notes)]
+    parts: list[RenderableType] = [Text(headline(c), style="bold yellow" if inconclusive(c) else "bold")]
+    if inconclusive(c):
+        parts.append(Text(more_rounds_text(c), style="yellow"))
+    parts += [Text(f"- {n}") for n in c.notes]
     listed = [case for verdict in LISTED for case in c.having(verdict)]
     if listed:
         table = _table("verdict", "benchmark", "parameters", "base", "head", "change", "evidence / detail",
@@ -538,7 +598,7 @@ def _comparison_rich(c: Comparison) -> Group:
         table = _table("benchmark", "parameters", "detects", "threshold", "noise",
                        title=f"{_plural(len(limited), 'case')} whose noise keeps them from the threshold")
         for case in limited:
-            table.add_row(case.benchmark, _params(case.params), f"{100 * case.detectable:.1f}%",
+            table.add_row(case.benchmark, _params(case.params), size_text(case.detectable),
                           f"{100 * case.threshold:.1f}%", noise_text(case))
         parts.append(table)
     skipped = not_measured(c)

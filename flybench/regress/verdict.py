@@ -105,7 +105,7 @@ def judge_rounds(base_rounds: Sequence[float], head_rounds: Sequence[float], thr
         verdict = "ambiguous"
     detectable = _detectable(band, se, critical)
     why = "" if verdict != "ambiguous" else (
-        f"the {100 * (1 - p_threshold):g}% interval {_pct(math.expm1(low))} to {_pct(math.expm1(high))} "
+        f"the {100 * (1 - p_threshold):g}% interval, {interval_text(math.expm1(low), math.expm1(high))}, "
         f"reaches both sides of the {100 * tolerance:.1f}% tolerance or of no change")
     return RoundEvidence(verdict, rounds, base, head, head / base - 1, math.expm1(low), math.expm1(high), p_value,
                          test, noise, tolerance, detectable, why)
@@ -153,6 +153,24 @@ def _logs(values: Sequence[float]) -> list[float]:
 
 def _rounds_text(rounds: tuple[int, int]) -> str:
     return "one round a side" if rounds == (1, 1) else f"{rounds[0]}+{rounds[1]} rounds"
+
+
+def interval_text(low: float, high: float) -> str:
+    """'-2.7% to +3.0%'. An interval reaching past ±100% reads "wider than ±100%": its digits say nothing more (two
+    rounds a side of a case whose medians moved several-fold printed as -100.0% to +1518546232287535176...%)."""
+    if high > WIDE or low < -WIDE + 0.0005:  # a change cannot fall below -100%: -99.95% already prints as -100.0%
+        return "wider than ±100%"
+    return f"{_pct(low)} to {_pct(high)}"
+
+
+def size_text(value: float) -> str:
+    """A change's size, '5.0%'; past 100%, 'more than 100%' (a case that detects only a 10^40-fold change
+    detects nothing a person acts on)."""
+    return "more than 100%" if value > WIDE else f"{100 * value:.1f}%"
+
+
+WIDE = 1.0
+"""The relative change past which an interval is only said to be wide, and a size only said to be large (100%)."""
 
 
 def _pct(value: float) -> str:
