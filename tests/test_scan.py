@@ -135,3 +135,21 @@ def test_the_month_imported_at_once_and_night_by_night_leaves_the_same_alerts(tm
     stored.refresh(at_once)
     assert open_alerts(nightly) == open_alerts(at_once)
     assert stored.regressions(nightly, subject="flydsl") == stored.regressions(at_once, subject="flydsl")
+
+
+@pytest.mark.skipif(not DATA.is_file(), reason=f"{DATA} not found (the shared data folder)")
+def test_a_history_too_short_to_judge_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from flybench.cli import main
+
+    with gzip.open(DATA, "rt") as f:
+        document = json.load(f)
+    first = sorted({r["ts"] for r in document["records"] if r.get("pr") is None})[0]
+    part = tmp_path / "night1.json"
+    part.write_text(json.dumps({**document, "records": [r for r in document["records"] if r["ts"] <= first]}))
+    db = tmp_path / "store.duckdb"
+    import_file(part, db)
+    capsys.readouterr()
+    assert main(["regressions", "--db", str(db), "--subject", "flydsl"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("history too short to judge: the longest series here has 1 measured run(s)")
+    assert "0 regressions" not in out

@@ -8,9 +8,11 @@ from pathlib import Path
 
 from flybench.cli.compare import add_common, check_scope
 from flybench.errors import FlybenchError
-from flybench.regress import accepted, stored
+from flybench.regress import accepted, scan, stored
+from flybench.regress.history import PERSIST
 from flybench.regress.counters import counter_changes
 from flybench.regress.report import exit_code, write
+from flybench.store import queries
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -43,6 +45,13 @@ def main(args: argparse.Namespace) -> int:
                                 accepted=accepted.load(args.accepted))
     found = [r for r in found if args.runs in ("all", r.context)]
     found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
+    runs = queries.longest_series(args.db, args.machine, args.subject)
+    if not found and runs < scan.JUDGED_RUNS:
+        print(f"history too short to judge: the longest series here has {runs} measured run(s); a step needs "
+              f"{scan.JUDGED_RUNS} ({scan.MIN_BEFORE} at its old level, {PERSIST} at its new one). No regression "
+              "can be reported yet, and none is ruled out.")
+        if args.format == "terminal" and not args.output:
+            return 0
     write(found, args.format, args.output, dashboard=args.dashboard_url)
     return exit_code(found)
 

@@ -71,6 +71,8 @@ AFTER = 4
 """The most runs after a boundary whose median is the new level: a step is judged within AFTER runs of it."""
 MIN_BEFORE = 3
 """Measured runs a series needs before a boundary to have a level there."""
+JUDGED_RUNS = MIN_BEFORE + PERSIST
+"""The shortest series that can show a step: below it a history is too short to judge."""
 SCATTER_RUNS = 30
 """The newest runs a series' scatter is taken over: the noise the next judgement faces is the recent one."""
 WITNESSES = 3

@@ -497,3 +497,12 @@ def paired_changes(db_path: str | Path, subject: str, machine: str) -> pd.DataFr
         FROM results WHERE subject = ? AND machine = ? AND pr IS NOT NULL
           AND source_record->'vs_main'->>'delta_pct' IS NOT NULL
         GROUP BY ALL""", [subject, machine])
+
+
+def longest_series(db_path: str | Path, machine: str | None = None, subject: str | None = None) -> int:
+    """The most measured commits any one result series has: whether a history is long enough to judge."""
+    where, args = _where(machine=machine, subject=subject)
+    frame = _query(db_path, f"SELECT count(DISTINCT r.commit_hash) AS runs FROM {_RESULTS_JOIN} WHERE {where} "
+                            "AND r.status = 'ok' GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params "
+                            "ORDER BY runs DESC LIMIT 1", args)
+    return int(frame["runs"].iloc[0]) if len(frame) else 0
