@@ -1,21 +1,29 @@
-"""Replay FlyDSL's imported CI month night by night through the nightly's own path: import, scan, report.
+"""Replay FlyDSL's imported CI month night by night through the nightly's own path, and import it in one go beside it.
 
 Each "night" is one of main's CI runs, oldest first. The store gets every
 record of the history up to the end of that run (`flybench import
-flydsl-ci`'s code, with the clone ordering commits by main), the scan runs
-as after any import (`stored.refresh`, which advances the alerts), and the
-night's report is what `flybench regressions --subject flydsl` (main's runs,
-the default configuration) would print. Beside it, the fresh fit of that
-night (`find_regressions`, what the report was before alerts were state).
+flydsl-ci`'s code, with the clone ordering commits by main and writing the
+code attribution), the scan runs as after any import (`stored.refresh`,
+which replays every commit of the machine's stored history: `flybench.
+regress.scan`), and the night's report is what `flybench regressions
+--subject flydsl` (main's runs, the default configuration) would print.
 
-Per night it records the open alerts on main, the ones opened and recovered
-that night, and the main steps the fresh fit still finds; at the end, every
-alert's history, and how often an open alert was missing from that night's
-fresh fit (a regression the stateless report would have dropped). The
-history file is read where it lies; OUT gets rows.jsonl and summary.md.
+Then the whole history is imported in one go into a fresh store (the same
+`import_file` and `stored.refresh`). The scan's alerts are meant to be a
+function of the stored history, so the two final `alerts` tables should hold
+the same alerts on main: (machine, benchmark, canonical params, first bad
+commit, status). The study says whether they do, and lists the differences.
+
+With labels (`studies/flydsl_ci/labels.py`), both paths are scored per
+architecture, against all labels and against the high-confidence ones: the
+night-by-night path's flags are the alerts any night's table held, the
+one-go path's its final table (every alert the replay opened, open or
+recovered). The history file is read where it lies; OUT gets rows.jsonl and
+summary.md; --keep-store keeps the night-by-night store.
 
     python -m studies.nightly_replay --history ../shared/data/flydsl-ci-history-2026-06-11_2026-07-12.json.gz \\
-        --flydsl-repo ~/FlyDSL --out docs/data/nightly-replay
+        --flydsl-repo ~/FlyDSL --out docs/data/nightly-replay --labels docs/data/flydsl-labels/labels.json \\
+        --keep-store /tmp/nightly.duckdb
 """
 
 from __future__ import annotations
@@ -23,23 +31,30 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from flybench.benchmark_names import series_name
 from flybench.importers.flydsl_ci.store import import_file
-from flybench.regress import find_regressions, stored
-from flybench.regress.alerts import canonical
+from flybench.regress import stored
+from flybench.regress.alerts import OPEN, RECOVERED, canonical
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.store import connect
 from studies.flydsl_ci.data import load
 from studies.flydsl_ci.detectors import measured_order
 from studies.flydsl_ci.labels import scored
-from studies.flydsl_ci.yardstick import Event
+from studies.flydsl_ci.yardstick import Event, match
 
 SUBJECT = "flydsl"
+PATHS = ("night by night", "one go")
+CONFIDENCES = ("all", "high")
+
+Alert = tuple[str, str, str, str, str]
+"""(machine, benchmark, canonical params, first bad commit, status): one alert on main."""
+Step = tuple[str, str, str, str]
+"""(machine, benchmark, canonical params, first bad commit): one environment step on main."""
 
 
 def nights(records: list[dict]) -> list[tuple[str, str]]:
@@ -51,18 +66,23 @@ def nights(records: list[dict]) -> list[tuple[str, str]]:
     return sorted(ends.items(), key=lambda kv: kv[1])
 
 
-def night_report(db: Path) -> dict:
-    """The main report's alerts and environment steps, the alert table's state, and the fresh fit's main steps."""
+def state(db: Path) -> dict:
+    """The `alerts` table on main, the main report's alerts (kind "step") and its environment steps."""
     report = [r for r in stored.regressions(db, subject=SUBJECT) if r.context == "main"]
-    reported = {(r.machine, r.series, r.step.first_bad) for r in report if r.kind == "step"}
-    environment = sorted({(r.machine, r.benchmark, canonical(r.params), r.step.first_bad) for r in report
-                          if r.kind == ENVIRONMENT})
-    fit = {(r.machine, r.series) for r in find_regressions(db, subject=SUBJECT)
-           if r.context == "main" and r.kind == "step" and r.step.worse}
     with connect(db, read_only=True) as conn:
-        table = conn.execute("SELECT machine, benchmark, params, first_bad, status, flips FROM alerts "
+        table = conn.execute("SELECT machine, benchmark, params, first_bad, status FROM alerts "
                              "WHERE subject = ? AND runs = 'main'", [SUBJECT]).fetchall()
-    return {"reported": sorted(reported), "fit": sorted(fit), "alerts": table, "environment": environment}
+    return {"alerts": sorted({(m, b, canonical(p), f, s) for m, b, p, f, s in table}),
+            "reported": sorted({(r.machine, r.benchmark, canonical(r.params), r.step.first_bad)
+                                for r in report if r.kind == "step"}),
+            "environment": sorted({(r.machine, r.benchmark, canonical(r.params), r.step.first_bad)
+                                   for r in report if r.kind == ENVIRONMENT})}
+
+
+def ingest(source: Path, db: Path, repo: Path) -> dict:
+    import_file(source, db, SUBJECT, flydsl_repo=repo)
+    stored.refresh(db)
+    return state(db)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,65 +91,104 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flydsl-repo", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--labels", type=Path, help="labels.json (studies/flydsl_ci/labels.py): score the alerts")
+    parser.add_argument("--keep-store", type=Path, help="keep the final night-by-night store here (replaced)")
     args = parser.parse_args(argv)
     with gzip.open(args.history, "rt") as f:
         document = json.load(f)
     records = document["records"]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     began = time.monotonic()
     with tempfile.TemporaryDirectory() as work:
-        db, part = Path(work) / "store.duckdb", Path(work) / "history.json"
+        db, part = Path(work) / "nightly.duckdb", Path(work) / "history.json"
+        before: dict[Step, str] = {}
         for number, (run, end) in enumerate(nights(records), start=1):
             part.write_text(json.dumps({**document, "records": [r for r in records if r["ts"] <= end]}))
-            import_file(part, db, SUBJECT, flydsl_repo=args.flydsl_repo)
-            stored.refresh(db)
-            report = night_report(db)
-            opened = {(m, b, p, f) for m, b, p, f, status, _ in report["alerts"] if status == "open"}
-            series_fit = set(report["fit"])
-            lost = [a for a in report["reported"] if (a[0], a[1]) not in series_fit]
-            unreported = [a for a in opened if (a[0], series_name(a[1], list(json.loads(a[2]).values())), a[3])
-                          not in set(report["reported"])]
-            rows.append({"night": number, "run": run, "end": end, "open": len(opened),
-                         "reported": len(report["reported"]), "fit_steps": len(series_fit),
-                         "open_not_in_fit": len(lost), "open_not_reported": len(unreported),
-                         "alerts": [list(a) for a in report["alerts"]],
-                         "environment": [list(e) for e in report["environment"]]})
-            print(f"night {number} ({end}): {len(report['reported'])} reported on main, fit {len(series_fit)}, "
-                  f"{len(lost)} open alerts the fit no longer finds ({time.monotonic() - began:.0f} s)", flush=True)
+            night = ingest(part, db, args.flydsl_repo)
+            now = {a[:4]: a[4] for a in night["alerts"]}
+            rows.append({"row": "night", "night": number, "run": run, "end": end,
+                         "open": sum(s == OPEN for s in now.values()),
+                         "opened": sum(k not in before for k in now),
+                         "recovered": sum(s == RECOVERED and before.get(k) != RECOVERED for k, s in now.items()),
+                         "gone": sum(k not in now for k in before),
+                         "reported": len(night["reported"]), "environment_steps": len(night["environment"]),
+                         "alerts": [list(a) for a in night["alerts"]]})
+            before = now
+            print(f"night {number} ({end}): {rows[-1]['open']} open alerts on main, {rows[-1]['opened']} opened, "
+                  f"{rows[-1]['recovered']} recovered, {rows[-1]['gone']} gone, {len(night['reported'])} reported "
+                  f"({time.monotonic() - began:.0f} s)", flush=True)
         order = measured_order(load(db, args.flydsl_repo))
+        if args.keep_store:
+            args.keep_store.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(db, args.keep_store)
+        nightly_seconds = time.monotonic() - began
+        one_go = ingest(args.history, Path(work) / "one-go.duckdb", args.flydsl_repo)
+        print(f"one go: {len(one_go['alerts'])} alerts on main ({time.monotonic() - began:.0f} s)", flush=True)
+    last = {"alerts": [tuple(a) for a in rows[-1]["alerts"]], "environment": night["environment"]} if rows else \
+        {"alerts": [], "environment": []}
+    comparison = {**compare(last["alerts"], one_go["alerts"]), "nightly_seconds": round(nightly_seconds),
+                  "one_go_seconds": round(time.monotonic() - began - nightly_seconds)}
+    rows.append({"row": "comparison", **comparison})
+    ever = sorted({tuple(a[:4]) for r in rows if r["row"] == "night" for a in r["alerts"]})
+    flags = {PATHS[0]: (ever, last["environment"]),
+             PATHS[1]: (sorted({a[:4] for a in one_go["alerts"]}), one_go["environment"])}
+    scores = score(flags, json.loads(args.labels.read_text())["labels"], order) if args.labels else []
+    rows += [{"row": "score", **s} for s in scores]
     (args.out / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    scores = score(rows, json.loads(args.labels.read_text())["labels"], order) if args.labels else []
-    (args.out / "summary.md").write_text(summary(rows, args.history) + scores_table(scores, args.labels))
-    print(scores_table(scores, args.labels))
+    text = summary(rows, args.history, len(ever), comparison) + scores_table(scores, args.labels)
+    (args.out / "summary.md").write_text(text)
+    print(comparison_text(comparison) + scores_table(scores, args.labels))
     return 0
 
 
-def score(rows: list[dict], labels: list[dict], order: dict[str, int]) -> list[dict]:
-    """Per architecture and for both: the alerts opened on main over the month (each a flag at its first bad
-    commit) against the worse code labels (`labels.scored`), and the steps reported as the environment's against
-    the worse environment labels and the worse code labels."""
+def compare(nightly: list[Alert], one_go: list[Alert]) -> dict:
+    """The final alerts on main of both paths, and the ones only one of them holds."""
+    a, b = set(map(tuple, nightly)), set(map(tuple, one_go))
+    return {"identical": a == b, "nightly_alerts": len(a), "one_go_alerts": len(b),
+            "only_nightly": [list(x) for x in sorted(a - b)], "only_one_go": [list(x) for x in sorted(b - a)]}
+
+
+def comparison_text(c: dict) -> str:
+    lines = ["", "## Night by night against one go", "",
+             f"The final `alerts` table on main of each path, as (machine, benchmark, canonical params, first bad "
+             f"commit, status): night by night {c['nightly_alerts']}, one go {c['one_go_alerts']}; identical: "
+             f"{'yes' if c['identical'] else 'no'}."]
+    for name, only in (("night by night", c["only_nightly"]), ("one go", c["only_one_go"])):
+        if only:
+            lines += ["", f"Only in the {name} path:", "",
+                      *(f"- {m} {b} {p} first bad {f[:12]}, {s}" for m, b, p, f, s in only)]
+    return "\n".join(lines) + "\n"
+
+
+def score(flags: dict[str, tuple[list[Step], list[Step]]], labels: list[dict], order: dict[str, int]) -> list[dict]:
+    """Per path, label confidence and architecture (and both): the path's alerts on main (each a flag at its first
+    bad commit) against the worse code labels (`labels.scored`), and its environment steps on main against the
+    worse environment labels and against the worse code labels no alert found."""
     def key(machine: str, benchmark: str, params: str) -> tuple[str, str, str]:
         return machine, benchmark, canonical(params)
 
-    alerts = {key(*a[:3]) + (a[3],) for r in rows for a in r["alerts"]}
-    environment = {key(*e[:3]) + (e[3],) for r in rows for e in r["environment"]}
     labelled = [{**x, "key": list(key(*x["key"]))} for x in labels]
-    arch = {tuple(x["key"])[0]: x["arch"] for x in labelled}
+    arch = {x["key"][0]: x["arch"] for x in labelled}
     out = []
-    for name in [*sorted(set(arch.values())), "both"]:
-        def ours(k: tuple, name: str = name) -> bool:
-            return name == "both" or arch.get(k[0]) == name
+    for path, (alerts, environment) in flags.items():
+        for confidence in CONFIDENCES:
+            chosen = [x for x in labelled if confidence == "all" or x.get("confidence") == confidence]
+            for name in [*sorted(set(arch.values())), "both"]:
+                def ours(k: tuple | list, name: str = name) -> bool:
+                    return name == "both" or arch.get(k[0]) == name
 
-        flags = [Event(a[:3], "worse", order[a[3]]) for a in alerts if ours(a) and a[3] in order]
-        env_flags = [Event(e[:3], "worse", order[e[3]]) for e in environment if ours(e) and e[3] in order]
-        mine = [x for x in labelled if ours(tuple(x["key"]))]
-        as_code = scored(mine, flags, order)
-        env_as_code = [{**x, "kind": "code"} for x in mine if x["kind"] == "environment"]
-        out.append({"arch": name, **as_code,
-                    "environment_labels": sum(x["kind"] == "environment" and x["direction"] == "worse" for x in mine),
-                    "environment_named": scored(env_as_code, env_flags, order)["hits"],
-                    "code_labels_called_environment": scored(mine, env_flags, order)["hits"]})
+                alert_flags = [Event(a[:3], "worse", order[a[3]]) for a in alerts if ours(a) and a[3] in order]
+                env_flags = [Event(e[:3], "worse", order[e[3]]) for e in environment if ours(e) and e[3] in order]
+                mine = [x for x in chosen if ours(x["key"])]
+                env_as_code = [{**x, "kind": "code"} for x in mine if x["kind"] == ENVIRONMENT]
+                code = [Event(tuple(x["key"]), "worse", order[x["first_bad"]]) for x in mine
+                        if x["kind"] == "code" and x["direction"] == "worse" and x["first_bad"] in order]
+                found = {i for i, _ in match(code, alert_flags)}
+                out.append({"path": path, "labels_used": confidence, "arch": name, **scored(mine, alert_flags, order),
+                            "environment_labels": sum(x["kind"] == ENVIRONMENT and x["direction"] == "worse"
+                                                      for x in mine),
+                            "environment_named": scored(env_as_code, env_flags, order)["hits"],
+                            "code_labels_called_environment": len({i for i, _ in match(code, env_flags)} - found)})
     return out
 
 
@@ -141,35 +200,45 @@ def scores_table(scores: list[dict], labels: Path | None) -> str:
 
     return "\n".join([
         "", f"## Alerts scored against the labels (`{labels}`)", "",
-        "Each alert opened on main over the month is one flag at its first bad commit, matched to the worse code "
-        "labels of the same series within one measured main run (`studies/flydsl_ci/labels.py`, `scored`).", "",
-        "| architecture | alerts | worse code labels found | precision | recall | alerts on environment labels | "
-        "worse environment labels named environment | worse code labels called environment |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        *(f"| {s['arch']} | {s['flags']} | {s['hits']} of {s['labels']} | {two(s['precision'])} | {two(s['recall'])} "
-          f"| {s['flags_on_environment_labels']} | {s['environment_named']} of {s['environment_labels']} | "
-          f"{s['code_labels_called_environment']} |" for s in scores)]) + "\n"
+        "Each alert on main is one flag at its first bad commit, matched to the worse code labels of the same series "
+        "within one measured main run (`studies/flydsl_ci/labels.py`, `scored`). Night by night: every alert any "
+        "night's table held; one go: the final table (every alert the replay opened, open or recovered). Columns: "
+        "labels (all, or `confidence` high only); alerts (flags); worse code labels found (labels matched by a "
+        "flag, of the worse code labels); precision (found / alerts); recall (found / worse code labels); alerts "
+        "on environment labels (flags matching a worse environment label instead); worse environment labels named "
+        "environment (matched by an environment step of the report on main); worse code labels missed, "
+        "called environment (no alert found them, an environment step of the report on main matched them).", "",
+        "| path | labels | architecture | alerts | worse code labels found | precision | recall | "
+        "alerts on environment labels | worse environment labels named environment | "
+        "worse code labels missed, called environment |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(f"| {s['path']} | {s['labels_used']} | {s['arch']} | {s['flags']} | {s['hits']} of {s['labels']} | "
+          f"{two(s['precision'])} | {two(s['recall'])} | {s['flags_on_environment_labels']} | "
+          f"{s['environment_named']} of {s['environment_labels']} | {s['code_labels_called_environment']} |"
+          for s in scores)]) + "\n"
 
 
-def summary(rows: list[dict], source: Path) -> str:
-    final = {tuple(a[:4]): a for a in rows[-1]["alerts"]} if rows else {}
+def summary(rows: list[dict], source: Path, ever: int, comparison: dict) -> str:
+    nightly = [r for r in rows if r["row"] == "night"]
+    final = nightly[-1]["alerts"] if nightly else []
     lines = [f"Imported: FlyDSL's own CI results, `{source.name}` (read where it lies, not copied), replayed one "
-             "main CI run (night) at a time through import, scan and `flybench regressions --subject flydsl` (main, "
-             "default configuration).", "",
-             f"- nights: {len(rows)}; alerts opened on main over the month: {len(final)}, open at the end: "
-             f"{sum(a[4] == 'open' for a in final.values())}, recovered: "
-             f"{sum(a[4] == 'recovered' for a in final.values())}, reopened at least once: "
-             f"{sum(a[5] > 0 for a in final.values())}",
-             f"- nights on which an open alert was missing from that night's fresh fit (what the report without "
-             f"state would have dropped): {sum(r['open_not_in_fit'] > 0 for r in rows)} of {len(rows)}, "
-             f"{sum(r['open_not_in_fit'] for r in rows)} alert-nights in all",
-             f"- nights on which an open alert was missing from the report itself: "
-             f"{sum(r.get('open_not_reported', 0) > 0 for r in rows)} of {len(rows)}", "",
-             "| night | main run ends | reported on main | open alerts | fresh fit's main steps | "
-             "open, not in the fit |", "| --- | --- | --- | --- | --- | --- |",
-             *(f"| {r['night']} | {r['end']} | {r['reported']} | {r['open']} | {r['fit_steps']} | "
-               f"{r['open_not_in_fit']} |" for r in rows)]
-    return "\n".join(lines) + "\n"
+             "main CI run (night) at a time through import (with the clone: code attribution), scan "
+             "(`stored.refresh`, which replays the machine's whole stored history) and `flybench regressions "
+             "--subject flydsl` (main, default configuration); then imported in one go into a fresh store.", "",
+             f"- nights: {len(nightly)} ({comparison['nightly_seconds']} s); one go: {comparison['one_go_seconds']} s",
+             f"- alerts on main in the final table: {len(final)}, open {sum(a[4] == OPEN for a in final)}, recovered "
+             f"{sum(a[4] == RECOVERED for a in final)}; alerts any night's table held: {ever}",
+             f"- nights on which the report on main did not show every open alert: "
+             f"{sum(r['reported'] != r['open'] for r in nightly)} of {len(nightly)}", "",
+             "Columns: open alerts (the night's `alerts` table on main, status open); opened (alerts not in the "
+             "night before's table); recovered (alerts whose status became recovered); gone (alerts of the night "
+             "before's table that this night's replay no longer opens); reported on main (the report's alerts); "
+             "environment steps (the report's steps on main read as the environment's).", "",
+             "| night | main run ends | open alerts | opened | recovered | gone | reported on main | "
+             "environment steps |", "| --- | --- | --- | --- | --- | --- | --- | --- |",
+             *(f"| {r['night']} | {r['end']} | {r['open']} | {r['opened']} | {r['recovered']} | {r['gone']} | "
+               f"{r['reported']} | {r['environment_steps']} |" for r in nightly)]
+    return "\n".join(lines) + "\n" + comparison_text(comparison)
 
 
 if __name__ == "__main__":
