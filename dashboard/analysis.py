@@ -27,7 +27,9 @@ from flybench.regress.history import Point, detect
 from flybench.regress.noise import Noise
 from flybench.regress.report import (
     _case_cells,  # the evidence column of `flybench compare`
+    evidence_of,
     resource_text,
+    state_text,
 )
 from flybench.store import queries
 
@@ -94,15 +96,18 @@ def regression_rows(found: list[Regression]) -> pd.DataFrame:
         "commits": f"{r.step.last_good[:8]}..{r.step.first_bad[:8]}", "last_good": r.step.last_good,
         "first_bad": r.step.first_bad, "before": r.step.before, "after": r.step.after,
         "change": r.step.relative, "absolute": r.step.absolute, "confidence": r.step.confidence,
-        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse,
+        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse, "state": state_text(r),
+        "why": evidence_of(r),
     } for r in found], columns=["subject", "machine", "workload", "benchmark", "env_name", "params", "run", "parameters",
                                 "kind", "commits", "last_good", "first_bad", "before", "after", "change", "absolute",
-                                "confidence", "noise", "unit", "worse"])
+                                "confidence", "noise", "unit", "worse", "state", "why"])
     rows["label"] = rows["benchmark"] + " · " + rows["parameters"] + " @ " + rows["machine"]
     rows["verdict"] = rows["worse"].map({True: "regression", False: "improvement"})
     _add_texts(rows, "before", "after")
-    rows["evidence"] = ["exact (deterministic metric)" if k == "change" else f"confidence {c:.0%}, noise {fmt(n, u)}"
-                        for k, c, n, u in zip(rows["kind"], rows["confidence"], rows["noise"], rows["unit"])]
+    rows["evidence"] = ["exact (deterministic metric)" if k == "change" else
+                        f"confidence {c:.0%}, noise {fmt(n, u)}; {why}"
+                        for k, c, n, u, why in zip(rows["kind"], rows["confidence"], rows["noise"], rows["unit"],
+                                                   rows["why"])]
     return rows
 
 

@@ -259,7 +259,7 @@ def test_history_draws_the_series_marks_the_step_and_the_failure(db: DashboardDB
     steps = frame(at, "what")
     (what,) = steps["what"]
     commits = db.project.commits
-    assert what == f"FlyDSL: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.50ms (+50.0%), confidence 100%"
+    assert what == f"FlyDSL: {commits[2][:8]} → {commits[3][:8]}: 1.00ms → 1.51ms (+50.5%), confidence 100%"
     (step,) = steps.itertuples()
     assert step.message == "change 3" and step.author == "t" and step.panel == f"gfx950 · {MACHINE}"
     assert parse_qs(urlsplit(step.alert).query) == {"subject": [PROJECT], "machine": [MACHINE],
@@ -321,8 +321,9 @@ def test_regressions_lists_the_planted_step(db: DashboardDB) -> None:
     rows = frame(at, "commits").set_index("benchmark")
     commits = db.project.commits
     time = rows.loc["attention.Quick.track_time"]
-    assert time["commits"] == f"{commits[2][:8]}..{commits[3][:8]}" and time["change"] == pytest.approx(0.5)
-    assert (time["base_text"], time["head_text"]) == ("1.00ms", "1.50ms") and time["evidence"].startswith("confidence 100%")
+    assert time["commits"] == f"{commits[2][:8]}..{commits[3][:8]}" and time["change"] == pytest.approx(0.505)
+    assert (time["base_text"], time["head_text"]) == ("1.00ms", "1.51ms") and time["evidence"].startswith("confidence 100%")
+    assert time["state"] == "open alert" and "no code attribution" in time["evidence"]
     assert "flash_attn_generic" not in rows.index  # resource changes have a section of their own
     resources = frame(at, "metric_label").set_index("kernel")
     assert resources.loc["flash_attn_generic", "head_text"] == "256 registers"
@@ -495,7 +496,7 @@ def test_regressions_mark_imports_follow_the_runs_rule_and_leave_compile_duratio
 def test_regressions_are_read_from_the_store_not_refitted(db: DashboardDB, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The steps the ingest stored are the page's answer: no step detection while they are current, one read
-    per database version; a write that did not store them is answered by the detector until the next ingest."""
+    per database version; a write that did not store them is answered by a replay until the next ingest."""
     from dashboard import data
     from flybench.regress import stored
 
@@ -503,8 +504,9 @@ def test_regressions_are_read_from_the_store_not_refitted(db: DashboardDB, tmp_p
     shutil.copy(db.path, copy)
     monkeypatch.setenv("FLYBENCH_DB", str(copy))
     fits: list[str | None] = []
-    detect = stored.find_regressions
-    monkeypatch.setattr(stored, "find_regressions", lambda *a, **k: fits.append(k["machine"]) or detect(*a, **k))
+    replay = stored.scan_scope
+    monkeypatch.setattr(stored, "scan_scope", lambda db, scope, *a, **k: fits.append(scope[1]) or replay(db, scope, *a,
+                                                                                                           **k))
     reads: list[object] = []
     read = data.LOADERS["regressions"]
     monkeypatch.setitem(data.LOADERS, "regressions", lambda *a, **k: reads.append(k) or read(*a, **k))
@@ -645,3 +647,22 @@ def test_steps_the_environment_made_are_listed_apart_never_as_regressions(
     moved = frame(at, "commits")
     assert heading == f"{len(moved)} step{'s' if len(moved) != 1 else ''} the environment made (not regressions)"
     assert len(moved) > 0 and set(moved["kind"]) == {ENVIRONMENT}
+
+
+def test_an_accepted_level_closes_its_alert_on_the_page_as_in_the_cli(db: DashboardDB, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flybench accept` writes results/accepted.json; the page reads it as `flybench regressions` does: the alert
+    leaves the open list, and the toggle for closed alerts shows it as accepted."""
+    from flybench.cli import main as cli
+
+    copy = tmp_path / "copy.duckdb"  # a file no other test has cached answers for
+    shutil.copy(db.path, copy)
+    monkeypatch.setenv("FLYBENCH_DB", str(copy))
+    monkeypatch.chdir(tmp_path)  # the page and the verb both default to ./results/accepted.json
+    series = "attention.Quick.track_time(c1, flydsl, bf16)"
+    assert cli(["accept", series, db.project.commits[3][:8], "--reason", "exact lse", "--db", str(copy),
+                "--machine", MACHINE]) == 0
+    listed = frame(open_page(copy, "regressions", subject=PROJECT), "commits")
+    assert "attention.Quick.track_time" not in set(listed["benchmark"])
+    closed = frame(open_page(copy, "regressions", subject=PROJECT, closed="true"), "commits").set_index("benchmark")
+    assert closed.loc["attention.Quick.track_time", "state"] == "accepted alert"

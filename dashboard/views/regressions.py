@@ -1,9 +1,9 @@
-"""Regressions: the open regressions in the stored history, with commit range, size and confidence.
+"""Regressions: the alerts of the stored history, with commit range, size, state and evidence.
 
-The list is `flybench regressions`' own (asv's step detection, thresholds and
-noise calibration from flybench.toml), read from the steps `flybench ingest`
-stored (`flybench.regress.stored`), so the page, the nightly alert and the
-terminal agree and a first render is a read, not a refit. Timing steps and
+The list is `flybench regressions`' own (the replayed history scan, its
+thresholds from flybench.toml, the acceptances of `flybench accept`), read
+from what `flybench ingest` stored (`flybench.regress.stored`), so the page,
+the nightly alert and the terminal agree and a first render is a read. Timing steps and
 changes of deterministic metrics (registers, LDS bytes, spills) are listed
 apart: a resource change is exact, ranked by how directly it costs speed
 (spills and occupancy first), and only the worse ones unless asked. A
@@ -19,26 +19,31 @@ import streamlit as st
 
 from dashboard import analysis, charts, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration, series_name
-from flybench.regress import load_config
+from flybench.errors import FlybenchError
+from flybench.regress import accepted, load_config
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.report import literal_markdown
 
-COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "evidence", "run",
-           "history", "subject", "kind", "unit"]
+COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state", "evidence",
+           "run", "history", "subject", "kind", "unit"]
 RESOURCE_COLUMNS = ["machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change", "commits",
                     "verdict", "resources", "benchmark", "subject", "unit"]
 
 
 def main() -> None:
     st.title("Regressions")
-    st.caption("Open regressions: steps in each series that explain why its newest value is worse than its best, "
-               "found by asv's step detection and kept only above the relative, absolute and noise thresholds "
-               "(flybench.toml [regress]); every change of a deterministic metric is exact.")
+    st.caption("Alerts: steps the history scan found, replaying every commit of each machine in order, judged "
+               "against each series' own scatter, net of the runner's per-job shifts, and attributed to code by "
+               "what each commit range changed (docs/alerts.md); each says its evidence. Accepted levels "
+               f"({accepted.DEFAULT_PATH}, `flybench accept`) close their alert here as in `flybench regressions`. "
+               "Every change of a deterministic metric is exact.")
     data.require_data(resources=True)
     facets, rule = data.facets()
     allowed = filters.scope(facets, ("subject", "arch", "machine", "workload"))
+    closed = st.toggle("Also list alerts that recovered or were accepted", key="closed", bind="query-params")
     # stored by the last ingest; a flybench.toml edit (part of the key) is answered afresh until the next one
-    found = data.load("regressions", config=load_config()) + data.load("counter_changes")
+    found = data.load("regressions", config=load_config(), accepted=acceptances(), closed=closed) \
+        + data.load("counter_changes")
     rows = filters.within(analysis.regression_rows(found), allowed, ("subject", "machine", "workload"))
     source = facets.groupby("machine")["provenance"].first()
     rows = rows.assign(provenance=rows["machine"].map(source).fillna(frames.FLYBENCH))
@@ -58,6 +63,15 @@ def main() -> None:
     ui.provenance_note(rows)
 
 
+def acceptances() -> list[accepted.Acceptance]:
+    """The accepted levels `flybench regressions` applies; a file it cannot read is said, and none is applied."""
+    try:
+        return accepted.load(None)
+    except FlybenchError as exc:
+        st.warning(f"Accepted levels not applied: {literal_markdown(str(exc))}")
+        return []
+
+
 def one_series(rows: pd.DataFrame) -> pd.DataFrame:
     """The alert of one series when the link asks for it (`?series=`, as History's steps link here)."""
     wanted = st.query_params.get("series")
@@ -75,9 +89,9 @@ def steps(rows: pd.DataFrame) -> None:
         st.success("No open regression for this selection.")
         return
     rows = rows.assign(history=ui.history_links(rows))
-    worse = int(rows["worse"].sum())
-    st.subheader(f"{worse} open regression{'s' if worse != 1 else ''}"
-                 + (f", {len(rows) - worse} other steps" if len(rows) > worse else ""))
+    open_ = int((rows["state"] == "open alert").sum())
+    st.subheader(f"{open_} open alert{'s' if open_ != 1 else ''}"
+                 + (f", {len(rows) - open_} recovered or accepted" if len(rows) > open_ else ""))
     ui.chart(charts.change_bars(rows, "change (first bad vs last good)"), rows, "regressions-chart", COLUMNS)
     ui.table(rows, "regressions", COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),

@@ -30,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--runs", choices=("main", "pr", "branch", "all"), default="main",
                         help="whose steps: main's (default, the nightly report), pull requests' runs, other "
                              "branches', or all; a pull request's own check is `flybench gate`")
+    parser.add_argument("--closed", action="store_true",
+                        help="also list the alerts that recovered or were accepted (with their state); they never "
+                             "make the exit status 1")
     parser.add_argument("--dashboard-url", help="the dashboard's address: each regression links to its History "
                                                 "view there")
     add_common(parser)
@@ -42,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError(_no_match(args.benchmark, names))
     found = stored.regressions(args.db, machine=args.machine, subject=args.subject,
                                 benchmark=args.benchmark, config=args.config,
-                                accepted=accepted.load(args.accepted))
+                                accepted=accepted.load(args.accepted), closed=args.closed)
     found = [r for r in found if args.runs in ("all", r.context)]
     found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
     runs = queries.longest_series(args.db, args.machine, args.subject)

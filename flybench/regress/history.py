@@ -52,6 +52,10 @@ NOISE_POINTS = 100
 """The newest measured points a series' noise is fitted over (`series_noise`)."""
 
 
+CLOSED = ("recovered", "accepted")
+"""Alert states that no longer count as a regression."""
+
+
 @dataclass(frozen=True)
 class Point:
     """One commit of a series; `value` is None where the benchmark failed or was not run."""
@@ -96,6 +100,7 @@ class Regression:
     kind: str  # "step" (statistical), "environment" (a step that moved with the machine) or "change" (deterministic)
     runs: str = ""  # where the first bad commit was measured: "main", "pr", another branch, or "" unknown
     evidence: str = ""  # what the step rests on besides its size: code attribution, a paired run, corroboration
+    state: str = ""  # an alert's: "open", "recovered" or "accepted"; "" for steps that are not alerts
 
     @property
     def series(self) -> str:
@@ -104,8 +109,9 @@ class Regression:
 
     @property
     def regressed(self) -> bool:
-        """A worse step or change that counts as a regression: not one the environment made."""
-        return self.step.worse and self.kind != episodes.ENVIRONMENT
+        """A worse step or change that counts as a regression: not one the environment made, nor an alert that
+        recovered or was accepted."""
+        return self.step.worse and self.kind != episodes.ENVIRONMENT and self.state not in CLOSED
 
     @property
     def context(self) -> str:

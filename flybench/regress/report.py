@@ -408,7 +408,7 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
     if len(regressions) > len(worse) + environment:
         title += f", {_plural(len(regressions) - len(worse) - environment, 'other resource change')}"
     header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
-              "change", "confidence", "measured on", "to act"]
+              "change", "confidence", "state", "evidence", "measured on", "to act"]
     rows = [[*_regression_cells(r), r.runs or "-", _next_steps(r, dashboard)] for r in regressions]
     section = _Section("", ("regression", "regressions"), header, rows)
     foot = ["<sub>An alert stays open until a later night shows the series back, or until its new level is "
@@ -616,12 +616,13 @@ def _comparison_rich(c: Comparison) -> Group:
 
 def _regressions_rich(regressions: Sequence[Regression]) -> Group:
     table = _table("machine", "benchmark", "parameters", "commits", "before", "after", "change", "confidence",
+                   "state", "evidence",
                    title=f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history")
     for r in regressions:
         cells = _regression_cells(r)
         table.add_row(cells[0], r.benchmark, *cells[2:6], Text(cells[6], style="red" if r.regressed else
                                                                 "yellow" if r.step.worse else "green"),
-                      cells[7])
+                      *cells[7:])
     return Group(table)
 
 
@@ -679,11 +680,26 @@ def counter_context(case: CaseResult) -> list[str]:
 def _regression_cells(r: Regression) -> list[str]:
     s = r.step
     confidence = "exact" if r.kind == "change" else f"{100 * s.confidence:.0f}% (noise {value_text(s.noise, r.unit)})"
-    if r.kind == ENVIRONMENT:
-        confidence = f"environment: other workloads or controls moved at this commit too; {confidence}"
     return [r.machine, f"`{r.benchmark}`", _params(r.params), f"{s.last_good[:8]}..{s.first_bad[:8]}",
             value_text(s.before, r.unit), value_text(s.after, r.unit), change_text(s.before, s.after, r.unit),
-            confidence]
+            confidence, state_text(r), evidence_of(r)]
+
+
+def state_text(r: Regression) -> str:
+    """What a row of the history report is: an alert and its state (open, recovered, accepted), the environment's
+    step, or a deterministic change."""
+    if r.state:
+        return f"{r.state} alert"
+    return {ENVIRONMENT: "environment, no alert", "change": "change"}.get(r.kind, r.kind)
+
+
+def evidence_of(r: Regression) -> str:
+    """What the row rests on besides its size: the scan's evidence (code attribution, a paired run, the
+    environment), or, for rows stored before the scan said so, what its kind implies."""
+    if r.evidence:
+        return r.evidence
+    return {ENVIRONMENT: "environment: other workloads or controls moved at this commit too",
+            "change": "deterministic: every change is reported"}.get(r.kind, "-")
 
 
 def _finite(value: float | None) -> float | None:

@@ -373,8 +373,10 @@ class _State:
         return self._series_per_kernel
 
     def _environment(self, r: Regression) -> None:
+        """List the environment's step once, and not at all where it is an alert's step seen from a later run."""
         key = alerts.series_key(r)
-        if not any(alerts.series_key(e) == key and alerts.same_step(e, r) for e in self.environment):
+        if not any(alerts.series_key(e) == key and alerts.same_step(e, r) for e in self.environment) \
+                and not any(a.key == key and alerts.same_step(a.regression, r) for a in self.alerts):
             self.environment.append(r)
 
     def _alert(self, r: Regression, old: float, new: float, s: _Series) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -164,13 +164,14 @@ def regressions(
     benchmark: str | None = None,
     config: RegressConfig | str | Path | None = None,
     accepted: list[Acceptance] | None = None,
+    closed: bool = False,
 ) -> list[Regression]:
-    """The open alerts (`flybench.regress.alerts`) and the other changes `find_regressions` answers, worst first.
+    """The open alerts (`flybench.regress.scan`) and the steps that are not alerts (the environment's, every change
+    of a deterministic metric), worst first; with `closed`, the recovered and accepted alerts too. Each alert
+    carries its state, and its evidence names the pull requests that changed what the series runs.
 
-    Machines whose scan is missing or stale are computed here and not
-    stored (a reader never writes), their open alerts as the last scan
-    left them joined by the worse steps the fit finds now; `refresh`
-    stores them.
+    Machines whose scan is missing or stale are replayed here and not
+    stored (a reader never writes); `refresh` stores them.
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
     mark = fingerprint(cfg)
@@ -188,10 +189,12 @@ def regressions(
         else:
             replayed = scan_scope(db_path, scope, cfg, benchmark)
             steps, scope_alerts = replayed.steps, replayed.alerts
-        found += [r for r in steps if not alerts.becomes_alert(r)]
-        found += [a.regression for a in scope_alerts if a.status == alerts.OPEN and alerts.meets(a.regression, cfg)]
-    found = [r for r in found if (not benchmark or fnmatchcase(r.benchmark, benchmark))
-             and not _accepted(r, accepted or [], orders)]
+        found += [r for r in steps if not alerts.becomes_alert(r) and not _accepted(r, accepted or [], orders)]
+        for a in scope_alerts:
+            state = "accepted" if _accepted(a.regression, accepted or [], orders) else a.status
+            if alerts.meets(a.regression, cfg) and (closed or state == alerts.OPEN):
+                found.append(replace(a.regression, state=state))
+    found = [r for r in found if not benchmark or fnmatchcase(r.benchmark, benchmark)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
     return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative), not r.env_name))
 
