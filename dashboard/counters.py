@@ -161,7 +161,7 @@ def section(load, benchmark: str, params: list[str], machines: list[str], subjec
                 kernels = kernel_frame(load("case_kernels", benchmark=benchmark, params=param, machine=machine,
                                             commits=sorted({base, head})))
                 if not kernels.empty:
-                    st.caption(f"{machine} · {provider_label(json.loads(param).get('provider'))}")
+                    st.caption(literal_markdown(f"{machine} · {provider_label(json.loads(param).get('provider'))}"))
                     ui.table(kernels, f"counters-kernels-{subject}-{machine}-{param}", KERNEL_COLUMNS)
 
 

@@ -17,6 +17,7 @@ import streamlit as st
 
 from dashboard import charts, filters, frames, ui
 from dashboard.names import provider_label
+from flybench.regress.report import code_span, literal_markdown
 
 FIELDS = ["panel", "provider", "commit_date", "short", "tflops", "provenance", "subject", "run", "benchmark"]
 
@@ -65,7 +66,7 @@ def section(load, workload: str, case: str, dtype: str, rule: set[str] | None) -
     if frame["provenance"].nunique() < 2:
         return
     st.subheader("This case, measured and imported")
-    st.caption(f"`{case}`, {dtype}: flybench's TFLOP/s (from its time and the case's FLOP count) beside the "
-               "TFLOP/s other systems report for the same op, shape and dtype († imported, never measured here). "
-               "Each panel runs along its own repository's commits.")
+    st.caption(f"{code_span(case)}, {literal_markdown(dtype)}: flybench's TFLOP/s (from its time and the case's "
+               "FLOP count) beside the TFLOP/s other systems report for the same op, shape and dtype († imported, "
+               "never measured here). Each panel runs along its own repository's commits.")
     ui.chart(chart(frame), frame, f"elsewhere-{workload}-{case}-{dtype}", FIELDS, stretch=False)

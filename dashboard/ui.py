@@ -21,6 +21,7 @@ import streamlit as st
 from dashboard.frames import FLYBENCH, case_text, imported
 from flybench import envvars
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
+from flybench.regress.report import literal_markdown
 
 _ALTAIR_GLOBALS = threading.Lock()
 MISSING = "—"
@@ -141,7 +142,7 @@ def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
 def provenance_note(frame: pd.DataFrame) -> None:
     """Rows imported from another system (FlyDSL's CI) carry a mark and this sentence, never pass as ours."""
     if "provenance" in frame and imported(frame).any():
-        sources = ", ".join(sorted(set(frame.loc[imported(frame), "provenance"])))
+        sources = literal_markdown(", ".join(sorted(set(frame.loc[imported(frame), "provenance"]))))  # data
         st.caption(f"† Imported from {sources}: measured by that system with its own method, not by flybench. "
                    f"Rows measured by {FLYBENCH} carry no mark.")
 

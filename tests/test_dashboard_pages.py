@@ -456,9 +456,9 @@ def test_values_from_the_url_are_shown_as_text_not_markdown(db: DashboardDB) -> 
     """A crafted link cannot put a live link, an image or code on the page: its values are escaped."""
     phish = "[Session expired: sign in again](https://evil.example/login)"
     (warning,) = texts(open_page(db.path, "roofline", machine=phish), "warning")
-    assert "\\[Session expired: sign in again\\](https://evil.example/login)" in warning
+    assert "\\[Session expired: sign in again\\](https:\u200b//evil.example/login)" in warning  # no autolink
     (warning,) = texts(open_page(db.path, "roofline", provider="![x](http://127.0.0.1:9/p.png)"), "warning")
-    assert warning.startswith("Provider \\!\\[x\\](http://127.0.0.1:9/p.png): nothing on this page")
+    assert warning.startswith("Provider \\!\\[x\\](http:\u200b//127.0.0.1:9/p.png): nothing on this page")
     alert = open_page(db.path, "regressions", subject=PROJECT, machine=MACHINE, series="x` **bold** `y")
     assert "The alert of x\\` \\*\\*bold\\*\\* \\`y only" in texts(alert, "info")[0]
 

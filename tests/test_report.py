@@ -17,6 +17,7 @@ from flybench.regress.report import (
     MARKDOWN_LIMIT,
     comment_marker,
     from_json,
+    literal_markdown,
     markdown,
     print_rich,
     terminal,
@@ -74,10 +75,15 @@ def params_text(case: CaseResult) -> str:
     return ", ".join(map(str, case.params.values()))
 
 
+def params_md(case: CaseResult) -> str:
+    """The parameters as the markdown holds them: literal text (`_` escaped; it reads the same)."""
+    return literal_markdown(params_text(case))
+
+
 def listed_rows(text: str, verdicts: tuple[str, ...], comparison: Comparison) -> list[CaseResult]:
     """The cases of these verdicts whose row the markdown holds."""
     return [c for c in comparison.cases if c.verdict in verdicts
-            if f"| `{c.benchmark}` | {params_text(c)} |" in text]
+            if f"| `{c.benchmark}` | {params_md(c)} |" in text]
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +101,7 @@ def test_a_big_comparison_fits_a_comment_most_urgent_first(big: Comparison) -> N
     assert len(regressions) == len(big.having("regression")) == 200
     assert len(broken) == len(big.having("broken")) == 12
     assert text.index("#### Regressions (200)") < text.index("#### Broken") < text.index("#### Improvements")
-    assert max(text.index(params_text(c)) for c in regressions) < min(text.index(params_text(c)) for c in improvements)
+    assert max(text.index(params_md(c)) for c in regressions) < min(text.index(params_md(c)) for c in improvements)
     # the biggest improvements are the ones kept
     assert improvements == big.having("improvement")[:len(improvements)]
 
@@ -116,11 +122,12 @@ def test_not_measured_cases_are_summarised_by_provider_and_reason(big: Compariso
     text = markdown(big)
     assert "#### Not measured on both sides (2700 cases), by provider and reason" in text
     for provider, reason in UNAVAILABLE.items():
-        assert f"| `{provider}` | 600 | base unavailable, head unavailable: {reason} |" in text
+        said = literal_markdown(f"base unavailable, head unavailable: {reason}")  # a reason is data: literal text
+        assert f"| `{provider}` | 600 | {said} |" in text
     assert "| `triton` | 300 | measured only in head |" in text
     assert not listed_rows(text, ("skipped", "unchanged"), big)  # counted, not listed
     assert "1718 unchanged" in text and "2700 not measured" in text
-    assert "- flash_attn_generic: VGPRs 238 -> 256 on gfx950 (worse)" in text
+    assert f"- {literal_markdown('flash_attn_generic: VGPRs 238 -> 256 on gfx950 (worse)')}" in text
 
 
 def test_the_comment_starts_with_its_marker_and_points_to_the_uploaded_report(big: Comparison, tmp_path: Path) -> None:

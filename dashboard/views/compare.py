@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, commits, data, filters, frames, ui
-from flybench.regress.report import summary_line
+from flybench.regress.report import literal_markdown, summary_line
 
 COLUMNS = ["verdict", "benchmark", "parameters", "base_text", "head_text", "change", "evidence", "base", "head", "unit",
            "history"]
@@ -59,7 +59,8 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
     if rule is not None:  # the imported-runs rule: a commit stays if one of the chosen runs measured it
         listed = listed[[not c.size or bool(set(c) & rule) for c in map(pd.Series, listed["run_contexts"])]]
     if len(listed) < 2:
-        st.info(f"{machine} has results for fewer than two commits of {repo} in these runs; nothing to compare.")
+        st.info(f"{literal_markdown(machine)} has results for fewer than two commits of {literal_markdown(repo)} in "
+                "these runs; nothing to compare.")
         return None
     full = {h[:8]: h for h in listed["hash"]}  # short hashes in the URL, as in the reports
     shorts = list(full)
@@ -74,7 +75,7 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
         base = filters.pick_one("Base commit", "base", shorts, default=default_base(machine, repo, full, head),
                                 sidebar=False, format_func=lambda s: about.get(s, s))
     for side, short in (("Base", base), ("Head", head)):
-        st.caption(f"{side} {about.get(short, short)}")
+        st.caption(f"{side} {literal_markdown(about.get(short, short))}")  # a commit message is data
     if base == head:
         st.info("Base and head are the same commit: pick two different ones.")
         return None
@@ -82,7 +83,7 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
     rows = analysis.case_rows(comparison.cases)
     kept = filters.within(rows, allowed, SCOPED).index
     shown = replace(comparison, cases=[comparison.cases[i] for i in kept])
-    st.markdown(f"**{summary_line(shown)}**" + ("" if len(kept) == len(rows) else
+    st.markdown(f"**{literal_markdown(summary_line(shown))}**" + ("" if len(kept) == len(rows) else
                                                   f" (of {len(rows)} cases, {len(kept)} in this selection)"))
     changes = analysis.resource_rows(comparison)
     if not changes.empty:
@@ -113,7 +114,8 @@ def two_machines(repo: str, mine: pd.DataFrame, rule: set[str] | None) -> pd.Dat
     """Two machines' newest results case by case (gfx942 against gfx950 on FlyDSL CI's imported runs)."""
     machines = sorted(mine["machine"].unique())
     if len(machines) < 2:
-        st.info(f"{repo} has results on one machine only ({', '.join(machines)}); nothing to compare it with yet.")
+        st.info(f"{literal_markdown(repo)} has results on one machine only ({literal_markdown(', '.join(machines))}); "
+                "nothing to compare it with yet.")
         return None
     first, second = default_pair(mine)
     left, right = st.columns(2)
@@ -127,7 +129,8 @@ def two_machines(repo: str, mine: pd.DataFrame, rule: set[str] | None) -> pd.Dat
     cases = analysis.case_rows(analysis.machine_comparison(*sides, noise))
     cases["verdict"] = cases["verdict"].replace(MACHINE_VERDICTS)
     counts = cases["verdict"].value_counts()
-    st.markdown(f"**{base} → {head}: " + ", ".join(f"{n} {v}" for v, n in counts.items()) + "** "
+    said = ", ".join(f"{n} {v}" for v, n in counts.items())
+    st.markdown(f"**{literal_markdown(base)} → {literal_markdown(head)}: {said}** "
                 "(newest result of each case on each machine)")
     return marked(cases, mine, base, head)
 

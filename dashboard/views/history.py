@@ -20,6 +20,7 @@ import streamlit as st
 from dashboard import charts, commits, counters, data, elsewhere, filters, frames, ui
 from flybench.benchmark_names import series_name
 from flybench.regress import load_config
+from flybench.regress.report import code_span, literal_markdown
 
 MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page asks for narrower filters
 # Values drawn per line: a longer series is thinned in the query (each commit range's lowest and highest value,
@@ -56,7 +57,8 @@ def main() -> None:
     cases = frames.provenance(filters.in_runs(cases, rule))
     cases = cases[cases["ran"].astype(bool)]  # a series the provider never ran in has nothing to draw
     if cases.empty:
-        st.caption(f"No provider could run {benchmark} on {', '.join(sorted(mine['machine'].unique()))}.")
+        where = ", ".join(sorted(mine["machine"].unique()))
+        st.caption(literal_markdown(f"No provider could run {benchmark} on {where}."))
         return
     cases = cases.assign(case_text=cases["params"].map(frames.case_text))
     case = filters.pick_one("Case", "params", ranked(cases, "case_text", weight="commits"), sidebar=False)
@@ -71,8 +73,8 @@ def main() -> None:
         rows = rows[pd.MultiIndex.from_frame(rows[SERIES]).isin(series)]
         if rows.empty:
             continue
-        st.header(" · ".join(p for p in (op_name(rows), case, str(subject)) if p), divider="gray")
-        st.caption(f"Benchmark `{series_name(benchmark, [case] if case else [])}`; one panel per machine.")
+        st.header(literal_markdown(" · ".join(p for p in (op_name(rows), case, str(subject)) if p)), divider="gray")
+        st.caption(f"Benchmark {code_span(series_name(benchmark, [case] if case else []))}; one panel per machine.")
         subject_history(str(subject), benchmark, rows, steps, log)
         counters.section(data.load, benchmark, sorted(chosen["params"].unique()), sorted(chosen["machine"].unique()),
                          str(subject), steps)

@@ -97,7 +97,7 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
     """Machines without FlyDSL: every provider against a reference provider the reader picks."""
     if rows.empty:
         return
-    machines = ", ".join(sorted(rows["machine"].unique()))
+    machines = literal_markdown(", ".join(sorted(rows["machine"].unique())))  # names from files: literal text
     st.header("Machines without FlyDSL results", divider="gray")
     st.warning(f"No FlyDSL results exist yet on {machines}: nothing there measures FlyDSL. "
                "Shown instead: each provider's speed relative to a reference provider.")
@@ -107,7 +107,8 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
     reference = filters.pick_one("Reference provider", "reference", providers, default="torch", sidebar=False)
     shown = pairs[pairs["section"].isin(set(rows["section"])) & (pairs["baseline"] == reference)]
     if shown.empty:
-        st.caption(f"No case there was measured by {reference} and another provider, so there is no ratio to show.")
+        st.caption(f"No case there was measured by {literal_markdown(reference)} and another provider, so there is "
+                   "no ratio to show.")
         return
     ui.chart(charts.heatmap(shown[SPEEDUP_COLUMNS], "provider_label", "label", "speedup",
                             f"speed vs {provider_label(reference)}",
@@ -183,9 +184,11 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
     wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
     archs = sorted(newest["arch"].dropna().unique())
     runs = ", ".join(filters.RUN_NAMES.get(c, c) for c in sorted(set(newest["run_context"].dropna())))
-    st.header(f"Imported from {SOURCE_NAMES.get(source, source)} (not measured by flybench)", divider="gray")
-    st.caption(f"The newest value of every case {source} measured on {', '.join(archs)} ({runs}), on its own "
-               f"runners ({', '.join(sorted(newest['machine'].unique()))}) with its own method: one value per CI job, "
+    text = literal_markdown  # the source, its architectures and its runners' names are data
+    st.header(f"Imported from {text(SOURCE_NAMES.get(source, source))} (not measured by flybench)", divider="gray")
+    st.caption(f"The newest value of every case {text(source)} measured on {text(', '.join(archs))} ({runs}), on "
+               f"its own runners ({text(', '.join(sorted(newest['machine'].unique())))}) with its own method: one "
+               "value per CI job, "
                "no samples. Compare these with each other, never with flybench's measurements above. "
                f"{head} vs {base} = how much faster {head} is: throughput (TFLOP/s, TB/s) divided as it is, "
                "times inverted; above 1: faster. Each side is its architecture's newest run, "
@@ -241,7 +244,8 @@ def source_verdicts(newest: pd.DataFrame, source: str) -> None:
 def arch_ratios(wide: pd.DataFrame, head: str, base: str, source: str) -> None:
     """The ratio heatmap, a panel per workload, over the cases measured on both architectures."""
     if head not in wide or base not in wide or not (both := wide[head].notna() & wide[base].notna()).any():
-        st.caption(f"No case in this selection was measured on both {head} and {base}, so there is no ratio.")
+        st.caption(f"No case in this selection was measured on both {literal_markdown(head)} and "
+                   f"{literal_markdown(base)}, so there is no ratio.")
         return
     shown = wide.loc[both, ["workload", "label", "unit", head, base, "ratio", "shown", "provenance"]].assign(
         **{f"{arch}_commit": wide.loc[both, f"{arch} commit_hash"].str[:8] for arch in (head, base)})

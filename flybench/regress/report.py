@@ -247,37 +247,40 @@ def _comparison_md(c: Comparison, limit: int, full_report: str | None, marker: s
     detail_columns = ["benchmark", "parameters", "detail"]
     sections = [
         _Section(f"Regressions ({n('regression')})", ("regression", "regressions"), case_columns,
-                 [_case_cells(x) for x in c.having("regression")]),
+                 [_md_cells(_case_cells(x)) for x in c.having("regression")]),
         _Section(f"Broken: head fails where base passed ({n('broken')})", ("broken case", "broken cases"),
-                 detail_columns, [_detail_cells(x) for x in c.having("broken")]),
+                 detail_columns, [_md_cells(_detail_cells(x)) for x in c.having("broken")]),
         _Section(f"Improvements ({n('improvement')})", ("improvement", "improvements"), case_columns,
-                 [_case_cells(x) for x in c.having("improvement")]),
+                 [_md_cells(_case_cells(x)) for x in c.having("improvement")]),
         _Section(f"Fixed ({n('fixed')})", ("fixed case", "fixed cases"), detail_columns,
-                 [_detail_cells(x) for x in c.having("fixed")]),
+                 [_md_cells(_detail_cells(x)) for x in c.having("fixed")]),
         _Section(f"Environment: the drift controls moved too ({n('environment')})",
                  ("environment change", "environment changes"), case_columns[:-1] + ["controls"],
-                 [_case_cells(x)[:-1] + [x.detail] for x in c.having("environment")]),
+                 [_md_cells(_case_cells(x)[:-1] + [x.detail]) for x in c.having("environment")]),
         _Section(f"Ambiguous: the rounds cannot tell yet ({n('ambiguous')})", ("ambiguous case", "ambiguous cases"),
-                 case_columns[:-1] + ["why"], [_case_cells(x)[:-1] + [x.detail] for x in c.having("ambiguous")]),
+                 case_columns[:-1] + ["why"],
+                 [_md_cells(_case_cells(x)[:-1] + [x.detail]) for x in c.having("ambiguous")]),
         _Section(f"Not compared: measurement contracts or toolchains differ ({n('incomparable')})",
                  ("case not compared", "cases not compared"), detail_columns,
-                 [_detail_cells(x) for x in c.having("incomparable")]),
+                 [_md_cells(_detail_cells(x)) for x in c.having("incomparable")]),
         _Section(f"Resource changes ({len(c.resources)})", ("resource change", "resource changes"), None,
-                 [[f"{resource_text(r)}{' (worse)' if r.worse else ''}"] for r in c.resources], summary=True),
+                 [[literal_markdown(f"{resource_text(r)}{' (worse)' if r.worse else ''}")] for r in c.resources],
+                 summary=True),
         _Section(f"Cases whose noise hides changes of twice their tolerance ({len(noise_limited(c))})",
                  ("noise-limited case", "noise-limited cases"), ["benchmark", "parameters", "detects", "noise"],
-                 [[f"`{x.benchmark}`", _params(x.params), f"{size_text(x.detectable)} (tolerance "
-                   f"{100 * x.threshold:.1f}%)", noise_text(x)] for x in noise_limited(c)], summary=True),
+                 [_md_cells([x.benchmark, _params(x.params), f"{size_text(x.detectable)} (tolerance "
+                             f"{100 * x.threshold:.1f}%)", noise_text(x)]) for x in noise_limited(c)], summary=True),
         _Section(f"Drift controls ({len(c.controls)}): measured in the same rounds, never failing the check",
                  ("control verdict", "control verdicts"), ["verdict", "cases", "median change"],
                  control_rows(c), summary=True),
         _Section(f"Not measured on both sides ({_plural(n('skipped'), 'case')}), by provider and reason",
                  ("provider and reason", "providers and reasons"), ["provider", "cases", "reason"],
-                 [[f"`{provider}`", str(n), reason] for (provider, reason), n in not_measured(c)], summary=True),
+                 [_md_cells([provider, str(n), reason]) for (provider, reason), n in not_measured(c)],
+                 summary=True),
     ]
     lines = [*(f"- {literal_markdown(note)}" for note in c.notes),
              *(f"- [{literal_markdown(text)}]({quote(url, safe=URL_SAFE)})" for text, url in links)]
-    head = [*([marker] if marker else []), f"### {mark} flybench: {headline(c)}", "",
+    head = [*([marker] if marker else []), f"### {mark} flybench: {literal_markdown(headline(c))}", "",
             *([f"**{literal_markdown(more_rounds_text(c))}**", ""] if inconclusive(c) else [])]
     foot = [(f"<sub>{len(c.having('unchanged'))} unchanged, counted, not listed. Each round is one measuring "
              "process and gives a case one median; a regression needs the "
@@ -409,7 +412,8 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
         title += f", {_plural(len(regressions) - len(worse) - environment, 'other resource change')}"
     header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence", "state", "evidence", "measured on", "to act"]
-    rows = [[*_regression_cells(r), r.runs or "-", _next_steps(r, dashboard)] for r in regressions]
+    rows = [[*_md_cells([*_regression_cells(r), r.runs or "-"], code=(1,)), _next_steps(r, dashboard)]
+            for r in regressions]
     section = _Section("", ("regression", "regressions"), header, rows)
     foot = ["<sub>An alert stays open until a later night shows the series back, or until its new level is "
             "accepted: `flybench accept SERIES COMMIT --reason ...`.</sub>"] if regressions else []
@@ -436,10 +440,10 @@ def bisect_command(r: Regression) -> str | None:
 def _next_steps(r: Regression, dashboard: str | None) -> str:
     link = f"[History]({history_url(r, dashboard)})" if dashboard else ""
     command = bisect_command(r)
-    return "; ".join(part for part in (link, _md_code(command) if command else "") if part) or "-"
+    return "; ".join(part for part in (link, code_span(command) if command else "") if part) or "-"
 
 
-def _md_code(text: str) -> str:
+def code_span(text: str) -> str:
     """`text` as inline code that no backtick inside it can end: fenced by one more backtick than its longest
     run, and then padded with spaces, which CommonMark strips."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -581,15 +585,15 @@ def _comparison_rich(c: Comparison) -> Group:
         for case in listed:
             cells = _case_cells(case)
             evidence = cells[5] if case.rounds is None or not case.detail else f"{cells[5]}; {case.detail}"
-            table.add_row(Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5], evidence,
-                          cells[6])
+            _add_row(table, Text(case.verdict, style=_STYLE[case.verdict]), case.benchmark, *cells[1:5],
+                     evidence, cells[6])
         parts.append(table)
     if c.controls:
         table = _table("verdict", "cases", "median change",
                        title=f"drift controls: {_plural(len(c.controls), 'case')} measured in the same rounds, "
                              "never failing the check")
         for row in control_rows(c):
-            table.add_row(*row)
+            _add_row(table, *row)
         parts.append(table)
     parts += [Text(f"{resource_text(r)}{' (worse)' if r.worse else ''}", style="red" if r.worse else "")
               for r in c.resources]
@@ -598,8 +602,8 @@ def _comparison_rich(c: Comparison) -> Group:
         table = _table("benchmark", "parameters", "detects", "threshold", "noise",
                        title=f"{_plural(len(limited), 'case')} whose noise keeps them from the threshold")
         for case in limited:
-            table.add_row(case.benchmark, _params(case.params), size_text(case.detectable),
-                          f"{100 * case.threshold:.1f}%", noise_text(case))
+            _add_row(table, case.benchmark, _params(case.params), size_text(case.detectable),
+                     f"{100 * case.threshold:.1f}%", noise_text(case))
         parts.append(table)
     skipped = not_measured(c)
     if skipped:
@@ -607,7 +611,7 @@ def _comparison_rich(c: Comparison) -> Group:
                        title=f"not measured on both sides: {_plural(len(c.having('skipped')), 'case')}")
         table.columns[1].justify = "right"
         for (provider, reason), n in skipped:
-            table.add_row(provider, str(n), reason)
+            _add_row(table, provider, str(n), reason)
         parts.append(table)
     parts.append(Text(f"{len(c.having('unchanged'))} unchanged and {len(c.having('skipped'))} not measured on both "
                       "sides: counted, not listed (--format json lists every case).", style="dim"))
@@ -620,10 +624,15 @@ def _regressions_rich(regressions: Sequence[Regression]) -> Group:
                    title=f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history")
     for r in regressions:
         cells = _regression_cells(r)
-        table.add_row(cells[0], r.benchmark, *cells[2:6], Text(cells[6], style="red" if r.regressed else
-                                                                "yellow" if r.step.worse else "green"),
-                      *cells[7:])
+        style = "red" if r.regressed else "yellow" if r.step.worse else "green"
+        _add_row(table, cells[0], r.benchmark, *cells[2:6], Text(cells[6], style=style), *cells[7:])
     return Group(table)
+
+
+def _add_row(table: Table, *cells: RenderableType) -> None:
+    """A row whose text cells are shown as they are: rich reads a plain string as markup, so a machine named
+    `[link=https://...]x[/link]` would print a live terminal link."""
+    table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
 
 
 def _table(*columns: str, title: str | None = None) -> Table:
@@ -635,13 +644,20 @@ def _table(*columns: str, title: str | None = None) -> Table:
 
 
 def _detail_cells(case: CaseResult) -> list[str]:
-    return [f"`{case.benchmark}`", _params(case.params), case.detail]
+    return [case.benchmark, _params(case.params), case.detail]
+
+
+def _md_cells(cells: list[str], code: tuple[int, ...] = (0,)) -> list[str]:
+    """A row of plain cells as markdown: the `code` columns (a benchmark's name) as code spans, the others as
+    literal text. Names, parameters and reasons come from files: none may link, format or break the table."""
+    return [code_span(cell) if i in code else literal_markdown(cell) for i, cell in enumerate(cells)]
 
 
 def _case_cells(case: CaseResult) -> list[str]:
+    """A case's cells as plain text (the terminal's; markdown's through `_md_cells`)."""
     evidence = evidence_text(case)
     detects = detectable_text(case)
-    return [f"`{case.benchmark}`", _params(case.params), value_text(case.base, case.unit),
+    return [case.benchmark, _params(case.params), value_text(case.base, case.unit),
             value_text(case.head, case.unit), change_text(case.base, case.head, case.unit),
             f"{evidence}; {detects}" if detects else evidence, context_text(case)]
 
@@ -680,7 +696,7 @@ def counter_context(case: CaseResult) -> list[str]:
 def _regression_cells(r: Regression) -> list[str]:
     s = r.step
     confidence = "exact" if r.kind == "change" else f"{100 * s.confidence:.0f}% (noise {value_text(s.noise, r.unit)})"
-    return [r.machine, f"`{r.benchmark}`", _params(r.params), f"{s.last_good[:8]}..{s.first_bad[:8]}",
+    return [r.machine, r.benchmark, _params(r.params), f"{s.last_good[:8]}..{s.first_bad[:8]}",
             value_text(s.before, r.unit), value_text(s.after, r.unit), change_text(s.before, s.after, r.unit),
             confidence, state_text(r), evidence_of(r)]
 
@@ -712,15 +728,30 @@ def _params(params: dict[str, Any]) -> str:
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    escape = str.maketrans({"|": "\\|", "\n": " "})
+    """A GFM table; a pipe in a cell is escaped (in a code span too, where GFM needs it), unless it already is."""
+    def cell(text: object) -> str:
+        return re.sub(r"(?<!\\)\|", r"\\|", str(text).replace("\n", " "))
+
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *["| " + " | ".join(str(cell).translate(escape) for cell in row) + " |" for row in rows]]
+            *["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]]
 
 
 def literal_markdown(text: str) -> str:
-    """Text from data (file names a pull request changed, kernel names) as literal markdown: no link, image,
-    emphasis or HTML can come out of it."""
-    return re.sub(r"([\\`*_\[\]<>!#|~])", r"\\\1", text)
+    """Text from data (machine and runner names, file names a pull request changed, kernel names, values from a
+    dashboard address) as literal markdown: no link, image, emphasis, math or HTML can come out of it.
+
+    Escaping markdown's characters is not enough: GitHub and Streamlit also make a live link of a bare URL, a
+    `www.` name or an e-mail address, and Streamlit renders `$...$` as math. So `$` and `&` are escaped too, and
+    a zero-width space goes where such a link would begin (`https:` // `...`, `www` . `...`, before `@`): the
+    text reads the same and links nowhere.
+    """
+    escaped = re.sub(r"([\\`*\[\]<>!#|~$&])", r"\\\1", text)
+    escaped = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", escaped)  # flash_attn: no emphasis inside a word
+    return _AUTOLINK.sub("\u200b", escaped)
+
+
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
+"""Where GFM's autolinks (a scheme's `://`, `www.`, an e-mail's `@`) are broken by a zero-width space."""
 
 
 def _plural(n: int, noun: str) -> str:

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 from test_dashboard_db import DashboardDB, ci_store, dash_db  # noqa: F401  (the fixtures)
@@ -142,3 +143,33 @@ def test_an_address_with_more_parameters_than_streamlit_reads_says_so(session: t
     load(page, url, "history", "?machine=m1", 0)
     assert not page.locator("#flybench-address-limit").is_visible()
     assert "Traceback" not in loaded.text
+
+
+HOSTILE_VALUES = ("https://evil.example/login", "www.evil.example", "admin@evil.example", "$x^2 + y$")
+"""Values a crafted address can carry: a bare URL, a `www.` name and an e-mail address, which Streamlit's markdown
+links even when escaped, and `$...$`, which it renders as math."""
+
+
+def _live_from(page: Any) -> tuple[list[str], int]:
+    """The links on the page that lead to the crafted values, and how many math formulas it drew."""
+    hrefs = page.locator("[data-testid=stMainBlockContainer] a").evaluate_all("links => links.map(a => a.href)")
+    away = [h for h in hrefs if (urlsplit(h).hostname or "").endswith("evil.example") or h.startswith("mailto:")]
+    return away, page.locator(".katex").count()  # (a header's own anchor carries the address: it stays here)
+
+
+@pytest.mark.parametrize("name, field", [("overview", "machine"), ("regressions", "series")])
+def test_a_value_from_the_address_is_never_a_link_or_math(name: str, field: str,
+                                                         session: tuple[str, Any]) -> None:
+    url, page = session
+    for value in HOSTILE_VALUES:
+        loaded = load(page, url, name, "?" + urlencode({field: value}), 0)
+        assert _live_from(page) == ([], 0), (name, value)
+        seen = loaded.text.replace("\u200b", "")  # the zero-width space that breaks an autolink reads as nothing
+        assert value in seen, (name, value)  # said, as the text it is
+
+
+def test_a_pull_request_from_the_address_is_never_a_link_or_math(imported_session: tuple[str, Any]) -> None:
+    url, page = imported_session
+    for value in HOSTILE_VALUES:
+        load(page, url, "pull_request", "?" + urlencode({"pr": value}), 0)
+        assert _live_from(page) == ([], 0), value
