@@ -194,3 +194,25 @@ def test_a_bad_config_of_a_later_subject_tree_stops_the_ingest_before_any_tree_i
     assert cli(["ingest", "--db", "db.duckdb", "--no-rescan"]) == 2
     assert "'project' is [1, 2]" in capsys.readouterr().err
     assert not (tmp_path / "db.duckdb").exists()
+
+
+def test_a_unit_that_contradicts_a_time_suite_is_refused(tmp_path: Path, capsys) -> None:
+    """`"unit": "bytes"` on attention.Quick.track_time relabelled every row of it, and bytes being exact, every
+    change between commits became an "exact" regression."""
+    tree = tmp_path / "results"
+    tree.mkdir()
+    grid = [["'c1'"], ["'torch'"], ["'bf16'"]]
+    suite = {"param_names": ["case", "provider", "dtype"], "params": grid}
+    benchmarks_json(tree, {"attention.Quick.track_time": suite})
+    machine_json(tree, "runner-a")
+    results_json(tree, {"attention.Quick.track_time": [[1e-3], grid, "1", 1767268800000, 0.1]}, machine="runner-a")
+    db = tmp_path / "db.duckdb"
+    assert cli(["ingest", str(tree), "--db", str(db), "--subject", "toy"]) == 0
+    capsys.readouterr()
+    benchmarks_json(tree, {"attention.Quick.track_time": {**suite, "unit": "bytes"}})
+    assert cli(["ingest", str(tree), "--db", str(db), "--subject", "toy"]) == 2
+    err = capsys.readouterr().err
+    assert "benchmark 'attention.Quick.track_time': 'unit' is 'bytes', but flybench's time suites measure " \
+           "seconds" in err and "restore that file" in err and "Traceback" not in err
+    assert scalar(db, "SELECT list(DISTINCT unit) FROM results") == ["seconds"]
+    assert scalar(db, "SELECT unit FROM benchmarks WHERE name = 'attention.Quick.track_time'") == "seconds"

@@ -88,9 +88,22 @@ def _definition(name: str, entry: Any, path: Path) -> BenchmarkDef:
     if wrong is None and len(names) != len(params):
         wrong = (f"'param_names' names {len(names)} parameters, but 'params' holds {len(params)} lists of values; "
                  "asv writes one list per name")
+    if wrong is None:
+        wrong = _wrong_unit(name, entry.get("unit"))
     if wrong is not None:
         raise BadInput(f"benchmark {name!r}: {wrong}; asv writes benchmarks.json with each run: restore that file")
     return BenchmarkDef(name, names, params, entry.get("unit"), entry.get("type"), entry.get("version"), str(path))
+
+
+def _wrong_unit(name: str, unit: str | None) -> str | None:
+    """Why a flybench time suite's unit is refused: the suite measures seconds (its case records hold the very
+    samples asv stores, in seconds), so any other unit mislabels every row of it. A `bytes` there once relabelled
+    all 144 attention rows and, bytes being exact, made 6 false "exact" regressions."""
+    suite = benchmark_names.parse(name)
+    if suite is None or suite.method != benchmark_names.TRACK or unit in (None, "seconds"):
+        return None
+    return (f"'unit' is {unit!r}, but flybench's time suites measure seconds (their case records hold the "
+            "samples, in seconds); nothing was stored")
 
 
 _MISSING = object()
