@@ -56,6 +56,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -213,11 +214,12 @@ def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
     series: dict[SeriesKey, _Series] = {}
     points: dict[str, list] = defaultdict(list)
     deterministic: list[Regression] = []
-    columns = ["env_name", "benchmark", "params", "unit", "commit_hash", "value", "status", "run_context", "branch"]
-    rows = frame[[c for c in columns if c in frame]].astype(object).where(frame.notna(), None)
+    columns = [frame[c].tolist() if c in frame else [None] * len(frame) for c in _Row._fields]
     grouped: dict[tuple, list] = defaultdict(list)
-    for row in rows.itertuples(index=False):
-        grouped[row.env_name, row.benchmark, alerts.canonical(row.params)].append(row)
+    canonical: dict[str, str] = {}  # a machine's series share a few params texts: one JSON round trip each
+    for row in map(_Row._make, zip(*columns)):
+        params = canonical.get(row.params) or canonical.setdefault(row.params, alerts.canonical(row.params))
+        grouped[row.env_name, row.benchmark, params].append(row)
     for (env, benchmark, params), rows_of in grouped.items():
         decoded = json.loads(rows_of[0].params)  # as stored: the order of its names is the series' name
         unit = rows_of[0].unit
@@ -235,16 +237,35 @@ def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
         for r in rows_of:
             if r.status == "ok" and _fits(r.value):
                 bad = -math.log(r.value) if thresholds.bigger_is_better else math.log(r.value)
-                points[r.commit_hash].append((s, bad, r.value, r.run_context or r.branch or ""))
+                points[r.commit_hash].append((s, bad, r.value, _text(r.run_context) or _text(r.branch)))
     return series, points, deterministic
+
+
+class _Row(NamedTuple):
+    """The columns of a stored row the scan reads."""
+
+    env_name: str
+    benchmark: str
+    params: str
+    unit: str | None
+    commit_hash: str
+    value: float | None
+    status: str
+    run_context: str | None
+    branch: str | None
 
 
 def _fits(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
-def _context(rows: Sequence, commit: str) -> str:
-    return next((r.run_context or r.branch or "" for r in rows if r.commit_hash == commit), "")
+def _context(rows: Sequence[_Row], commit: str) -> str:
+    return next((_text(r.run_context) or _text(r.branch) for r in rows if r.commit_hash == commit), "")
+
+
+def _text(value: object) -> str:
+    """A text cell, '' where the store has NULL (pandas gives None or NaN)."""
+    return value if isinstance(value, str) else ""
 
 
 def _commit_order(frame: pd.DataFrame) -> list[str]:
@@ -298,10 +319,13 @@ def _judge(s: _Series, attribution: Attribution) -> tuple[Step, float, float, Ve
     its old and new net levels, and what the range's commits say."""
     t = s.thresholds
     floor = -math.log(1 - t.step_floor) if t.bigger_is_better else math.log(1 + t.step_floor)
+    n = len(s.nets)
+    if n < MIN_BEFORE + PERSIST or min(s.nets[-PERSIST:]) - min(s.nets[max(0, n - AFTER - LEVEL):n - PERSIST]) \
+            < floor / 2:
+        return None  # no boundary's old level can lie half the floor below its newest runs: nothing to judge
     noise = _scatter(s)
     needed = max(floor, t.noise_k * noise, DIGITS * s.half_digit)
     best = None
-    n = len(s.nets)
     for after in range(PERSIST, AFTER + 1):
         i = n - after
         if i < MIN_BEFORE:
@@ -328,7 +352,8 @@ def _judge(s: _Series, attribution: Attribution) -> tuple[Step, float, float, Ve
 
 
 class _State:
-    """The alerts as the replay goes (`alerts.Alert`), with each one's old and new net level for recovery."""
+    """The alerts as the replay goes (`alerts.Alert`), with each one's old and new net level for recovery, and
+    the environment's steps; both indexed by series, which every commit asks about."""
 
     def __init__(self, subject: str, machine: str, cfg: RegressConfig) -> None:
         self.subject, self.machine, self.cfg = subject, machine, cfg
@@ -336,6 +361,8 @@ class _State:
         self.levels: list[tuple[float, float]] = []
         self.events: list[alerts.Event] = []
         self.environment: list[Regression] = []
+        self._alerts_of: dict[SeriesKey, list[int]] = defaultdict(list)
+        self._environment_of: dict[SeriesKey, list[Regression]] = defaultdict(list)
         self._series_per_kernel: dict[episodes.KernelKey, int] = {}
 
     def regression(self, s: _Series, step: Step, kind: str, evidence: str) -> Regression:
@@ -356,12 +383,12 @@ class _State:
                 if judged is None:
                     continue
                 if judged.kind == episodes.ENVIRONMENT:
-                    self._environment(replace(judged, evidence=r.evidence + "; moved with the environment"))
+                    self._environment(s, replace(judged, evidence=r.evidence + "; moved with the environment"))
                 else:
                     self._alert(judged, old, new, s)
         for s, step, old, new, v in candidates:
             if v.kind == "untouched":
-                self._environment(self.regression(s, step, episodes.ENVIRONMENT, v.evidence))
+                self._environment(s, self.regression(s, step, episodes.ENVIRONMENT, v.evidence))
             elif v.kind == "code":
                 self._alert(self.regression(s, step, "step", v.evidence), old, new, s)
 
@@ -372,16 +399,15 @@ class _State:
                 self._series_per_kernel[key] = self._series_per_kernel.get(key, 0) + 1
         return self._series_per_kernel
 
-    def _environment(self, r: Regression) -> None:
+    def _environment(self, s: _Series, r: Regression) -> None:
         """List the environment's step once, and not at all where it is an alert's step seen from a later run."""
-        key = alerts.series_key(r)
-        if not any(alerts.series_key(e) == key and alerts.same_step(e, r) for e in self.environment) \
-                and not any(a.key == key and alerts.same_step(a.regression, r) for a in self.alerts):
+        if not any(alerts.same_step(e, r) for e in self._environment_of[s.key]) \
+                and not any(alerts.same_step(self.alerts[i].regression, r) for i in self._alerts_of[s.key]):
+            self._environment_of[s.key].append(r)
             self.environment.append(r)
 
     def _alert(self, r: Regression, old: float, new: float, s: _Series) -> None:
-        key = alerts.series_key(r)
-        same = [i for i, a in enumerate(self.alerts) if a.key == key and alerts.same_step(a.regression, r)]
+        same = [i for i in self._alerts_of[s.key] if alerts.same_step(self.alerts[i].regression, r)]
         through = s.commits[-1]
         if any(self.alerts[i].status == alerts.OPEN for i in same):
             return
@@ -390,15 +416,16 @@ class _State:
             self.alerts[i] = replace(self.alerts[i], status=alerts.OPEN, closed_by=None, flips=self.alerts[i].flips + 1)
             self.events.append(alerts.Event(self.alerts[i], "reopened", through, f"flip {self.alerts[i].flips}"))
             return
+        self._alerts_of[s.key].append(len(self.alerts))
         self.alerts.append(alerts.Alert(r, alerts.OPEN, through))
         self.levels.append((old, new))
         self.events.append(alerts.Event(self.alerts[-1], "opened", through, r.evidence))
 
     def recover(self, s: _Series) -> None:
         """Close the series' open alerts whose newest RECOVERY_POINTS net values lie nearer the old level."""
-        key = (self.subject, self.machine, *s.key)
-        for i, a in enumerate(self.alerts):
-            if a.status != alerts.OPEN or a.key != key or a.regression.step.first_bad not in s.commits:
+        for i in self._alerts_of.get(s.key, ()):
+            a = self.alerts[i]
+            if a.status != alerts.OPEN or a.regression.step.first_bad not in s.commits:
                 continue
             old, new = self.levels[i]
             after = s.nets[s.commits.index(a.regression.step.first_bad):]
