@@ -99,6 +99,16 @@ def require_data(resources: bool = False) -> dict[str, int]:
     return counts
 
 
+def roofs() -> pd.DataFrame:
+    """Every machine's roofs (`frames.machine_roofs`), from all of its newest rows whatever the page's filters:
+    the one roof basis every page measures a case against. A workload filter that leaves out the gemm
+    workload must not move a case onto the vendor's figures."""
+    latest = frames.provenance(load("latest_cases"))
+    roofs = frames.machine_roofs(latest, latest["machine"].dropna()) if not latest.empty \
+        else pd.DataFrame(columns=["ceiling", "dtype", "tflops", "gbps", "basis", "machine"])
+    return roofs.astype({"tflops": float, "gbps": float})  # a machine with no roof leaves the columns untyped
+
+
 def facets() -> tuple[pd.DataFrame, set[str] | None]:
     """What the filters offer, with provenance, narrowed by the imported-runs rule (shown on every page alike)."""
     rows = frames.provenance(load("facets"))

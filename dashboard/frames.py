@@ -342,15 +342,15 @@ def rate_class(dtype: object) -> str:
     return RATE_CLASSES.get(str(dtype).lower(), str(dtype).lower())
 
 
-def roof_fractions(cases: pd.DataFrame, latest: pd.DataFrame) -> pd.DataFrame:
+def roof_fractions(cases: pd.DataFrame, roofs: pd.DataFrame) -> pd.DataFrame:
     """`cases` with `intensity`, `of_roof` and `roof_basis` where both TFLOP/s and GB/s were measured: each
-    fraction is of the roof the Roofline page draws for the case's machine and dtype (`ceilings` from `latest`,
-    `against_roofs`), so every page gives one figure for one case."""
+    fraction is of the roof the Roofline page draws for the case's machine and dtype (`roofs`: `machine_roofs`
+    of every machine's newest rows, unfiltered, `against_roofs`), so every page gives one figure for one case."""
     out = cases.assign(intensity=np.nan, of_roof=np.nan, roof_basis="")
     placed = with_intensity(out)
     if placed.empty:
         return out
-    judged = against_roofs(placed, machine_roofs(latest, placed["machine"]))
+    judged = against_roofs(placed, roofs)
     columns = ["intensity", "of_roof", "roof_basis"]
     out.loc[judged.index, columns] = judged[columns]
     return out

@@ -139,6 +139,17 @@ def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
     return spec
 
 
+def roof_statement(points: pd.DataFrame) -> str:
+    """'Roofs (one basis on every page): dev-h200: bf16 matrix (measured: ...), memory copy (...)': each machine's
+    roofs that the fractions shown are of, as Overview and Roofline both state them."""
+    placed = points[points["of_roof"].notna()] if "of_roof" in points else points.iloc[:0]
+    if placed.empty:
+        return "Roofs: no case here has both TFLOP/s and GB/s measured, so none has a fraction of a roof."
+    bases = placed.groupby("machine")["roof_basis"].agg(lambda b: " | ".join(sorted(set(b))))
+    return "Roofs (one basis on every page, whatever the filters): " + "; ".join(
+        f"{literal_markdown(m)}: {literal_markdown(b)}" for m, b in bases.items())
+
+
 def provenance_note(frame: pd.DataFrame) -> None:
     """Rows imported from another system (FlyDSL's CI) carry a mark and this sentence, never pass as ours."""
     if "provenance" in frame and imported(frame).any():

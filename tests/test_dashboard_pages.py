@@ -388,6 +388,23 @@ def test_roofline_uses_the_measured_ceilings(db: DashboardDB) -> None:
     assert len(toy) > 0 and list(toy["intensity"]) == pytest.approx([200.0] * len(toy))
 
 
+def test_one_case_reads_one_roof_fraction_on_overview_and_roofline(db: DashboardDB) -> None:
+    """The ctx32k Triton diffusion-attention point once read 25.4% on Roofline and 18.0% on an Overview filtered to
+    its workload (the filter left out the gemm rows the measured roofs come from, so it fell back to the vendor's)."""
+    if not db.has_h200:
+        pytest.skip("the real H200 results (results/flybench/dev-h200) are not in this checkout")
+    label = "diffusion_attention · dream7b-b1-ctx32k-d32-p16-bidir · bf16"
+    overview = open_page(db.path, subject="flybench", machine="dev-h200", workload="diffusion_attention")
+    shown = frame(overview, "tflops").set_index(["label", "provider"]).loc[(label, "triton")]
+    roofline = open_page(db.path, "roofline", machine="dev-h200", workload="diffusion_attention")
+    point = frame(roofline, "intensity").set_index(["label", "provider"]).loc[(label, "triton")]
+    assert shown["of_roof"] == pytest.approx(point["of_roof"], rel=1e-3)
+    assert shown["roof_basis"] == point["roof_basis"] and "measured: gemm" in shown["roof_basis"]
+    for at in (overview, roofline):  # the basis is stated on both pages, in the same words
+        stated = [c for c in texts(at, "caption") if c.startswith("Roofs (one basis on every page")]
+        assert stated and "memory copy (measured: gemm copy-1GiB (cublas))" in stated[0]
+
+
 def test_a_partial_newest_run_hides_no_provider(db: DashboardDB) -> None:
     """dev-h200's newest run measured jax-triton alone (83e5ed1b). The p64 case's Triton kernel (66 us, from an
     earlier run) stays on Overview and Roofline beside the jax.jit variant (485 us), as was once not the case."""

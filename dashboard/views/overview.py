@@ -119,14 +119,17 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
 
 def latest_results(latest: pd.DataFrame) -> None:
     """Every provider's newest time per case, coloured by its fraction of the roofline."""
-    measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), latest)
+    measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), data.roofs())
     measured["provider_label"] = measured["provider"].map(provider_label)
     unavailable = int((latest["status"] == "unavailable").sum())
     st.header("Latest results and fraction of the roofline reached", divider="gray")
     st.caption("Cell: median time. Colour: fraction of the roof the Roofline page draws for the case's machine "
-               "and dtype (measured ceilings where the machine has them, else the vendor's; the hover names them)"
+               "and dtype, whatever the filters (measured ceilings where the machine has them, else the vendor's; "
+               "the hover and the table name them)"
                + (f". Not shown: {unavailable} cases whose provider cannot run on their machine." if unavailable
                   else "."))
+    if not measured.empty:
+        st.caption(ui.roof_statement(measured))
     if measured.empty:
         return
     figure = charts.heatmap(measured[LATEST_COLUMNS], "provider_label", "label", "of_roof", "of roofline",

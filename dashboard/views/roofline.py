@@ -35,13 +35,13 @@ def main() -> None:
     points = frames.intensity_points(timed)
     if not points.empty:
         low, high = points["intensity"].min() / 2, points["intensity"].max() * 2
-        roofs = frames.machine_roofs(latest, points["machine"])
+        everything = data.roofs()
+        roofs = everything[everything["machine"].isin(set(points["machine"]))]
         lines = pd.concat([frames.roof_lines(g, low, high).assign(machine=m) for m, g in roofs.groupby("machine")],
                           ignore_index=True) if not roofs.empty else pd.DataFrame()
         points = frames.against_roofs(points, roofs)
         points["history"] = ui.history_links(points)
-        st.caption("Roofs of each panel: " + "; ".join(f"{m}: {b}" for m, b in
-                                                       points.groupby("machine")["roof_basis"].first().items()))
+        st.caption(ui.roof_statement(points))
         ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)
         st.subheader("Cases on the chart")
         ui.table(points, "roofline-cases", POINT_COLUMNS, column_config=NUMBERS)
