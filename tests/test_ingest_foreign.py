@@ -6,6 +6,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -147,3 +148,56 @@ def test_a_changed_machine_json_updates_its_row_and_an_unchanged_one_leaves_it(t
     machine_json(root, cpu="x86_64; accelerator: AMD Instinct MI355X gfx950 rocm 7.0")
     assert ingest(root, db, "toy").loaded == []  # no results file changed, and still
     assert query(db, "SELECT accelerator, arch FROM machines") == [("AMD Instinct MI355X gfx950 rocm 7.0", "gfx950")]
+
+
+def test_a_current_file_that_claims_format_1_is_its_own_error_with_advice(tmp_path: Path, capsys) -> None:
+    from flybench.cli import main as cli_main
+
+    tree = old_tree(tmp_path / "results")
+    db = tmp_path / "db.duckdb"
+    assert ingest(tree, db, "toy").rows == 5
+    stored = query(db, "SELECT * FROM results ORDER BY ALL")
+    labelled = results_json(tree, {"b.T.time_grid": [[1.0, 2.0, 3.0, 4.0], GRID["params"], "1"]}, commit="d" * 40)
+    data = json.loads(labelled.read_text())
+    labelled.write_text(json.dumps(dict(data, version=1)))  # once: TypeError: must be real number, not list
+    assert cli_main(["ingest", str(tree), "--db", str(db), "--subject", "toy"]) == 2
+    err = capsys.readouterr().err
+    assert "TypeError" not in err and "Traceback" not in err
+    assert str(labelled) in err and "'version' is 1" in err and "'result_columns'" in err
+    assert '"version" should be 2' in err
+    assert query(db, "SELECT * FROM results ORDER BY ALL") == stored  # nothing lost, nothing half-stored
+    labelled.write_text(json.dumps(data))  # the advice taken
+    report = ingest(tree, db, "toy")
+    assert report.ok and report.rows == 4, report.summary()
+
+
+@pytest.mark.parametrize("entry, said", [
+    ([1.0, [], "1"], "its entry must be a number, null or an object with a 'result', but it is a list of 3 values"),
+    ("fast", "its entry must be a number, null or an object with a 'result', but it is the text 'fast'"),
+    ({"params": []}, "its entry has no 'result'"),
+    ({"result": [[1.0]], "params": [["1"]]}, "its 'result' must be a number, null or a list of them"),
+    ({"result": [1.0], "stats": [{"q_25": 1.0}]}, "an object with no 'ci_99'"),
+    ({"result": [1.0], "stats": [5]}, "but it holds the number 5"),
+])
+def test_an_entry_not_in_format_1_is_named_in_a_file_that_claims_it(tmp_path: Path, entry: Any, said: str) -> None:
+    tree = old_tree(tmp_path / "results")
+    bad = tree / MACHINE / "dddddddd-conda-py3.8.json"
+    bad.write_text(json.dumps(dict(OLD, commit_hash="d" * 40, results={"b.T.time_plain": entry})))
+    report = ingest(tree, tmp_path / "db.duckdb", "toy")
+    assert report.rows == 5 and len(report.loaded) == 1, report.summary()  # the good file still loads
+    (error,) = report.errors
+    assert error.path == str(bad) and "b.T.time_plain" in error.message and said in error.message, error.message
+    assert "'version' is 1" in error.message and "ingest again" in error.message
+
+
+@pytest.mark.parametrize("value, shown", [([1.5], "a list of 1 value"), ("fast", "the text 'fast'"),
+                                          ({"a": 1}, "an object")])
+def test_a_result_that_is_not_a_number_is_named_not_a_type_error(tmp_path: Path, value: Any, shown: str) -> None:
+    tree = old_tree(tmp_path / "results")
+    bad = results_json(tree, {"b.T.time_plain": [[value], [], "1"]}, commit="d" * 40)
+    report = ingest(tree, tmp_path / "db.duckdb", "toy")
+    assert report.rows == 5, report.summary()
+    (error,) = report.errors
+    assert error.path == str(bad) and "TypeError" not in error.message
+    assert f"benchmark 'b.T.time_plain': its results must be numbers, or null for a case that failed, but one is " \
+           f"{shown}" in error.message

@@ -254,8 +254,14 @@ def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = T
     data, by_orjson = _parse(path, content, orjson_first)
     if type(data) is dict and type(data.get("version")) is int and data["version"] <= Results.api_version:
         version = data.pop("version")
-        for step in range(version + 1, Results.api_version + 1):
-            data = getattr(Results, f"update_to_{step}", lambda d: d)(data)
+        if version < Results.api_version:
+            _check_older_format(data, version)
+        try:
+            for step in range(version + 1, Results.api_version + 1):
+                data = getattr(Results, f"update_to_{step}", lambda d: d)(data)
+        except BAD_FILE as exc:  # asv's update step on a file it cannot read: a key missing, mostly
+            raise BadInput(f"{_claims_older_format(version)}, but asv's update step cannot read it ({exc}). "
+                           f"{_OLDER_FORMAT_ADVICE}") from None
         return data, by_orjson
     if data is None:
         _plain_json(path, content if content is not None else path.read_bytes())  # raises: why it is not JSON
@@ -264,6 +270,68 @@ def _load_results_json(path: Path, content: bytes | None, orjson_first: bool = T
         raise BadInput(f"not an asv results file: it holds {what}, and asv writes an object with its "
                        "format 'version' and 'results'")
     return util.load_json(str(path), Results.api_version), False  # newer than this asv: asv's own advice
+
+
+_OLDER_FORMAT_ADVICE = ("If a newer asv (0.5 or later) wrote it, its \"version\" should be 2: correct that; "
+                        "otherwise correct the entry, or move the file aside, and ingest again (the other files "
+                        "are ingested as they are)")
+
+
+def _claims_older_format(version: int) -> str:
+    return f"its format 'version' is {version}, " + (
+        "asv's older format (asv before 0.5)" if version == 1 else "older than any format asv writes (1 or 2)")
+
+
+def _check_older_format(data: dict[str, Any], version: int) -> None:
+    """Refuse, with what to do, a file that claims asv's older format (1) but does not hold it.
+
+    asv's update step (`Results.update_to_2`) takes any entry that is not an
+    object for a bare result, so a current-format file labelled 1 became
+    results that were lists, and the reader failed with `TypeError: must be
+    real number, not list`. What the update reads is checked here first.
+    """
+    claims = _claims_older_format(version)
+    if "result_columns" in data:
+        raise BadInput(f"{claims}, but it holds 'result_columns', which only the current format (2) has. "
+                       f"{_OLDER_FORMAT_ADVICE}")
+    results = data.get("results", _MISSING)
+    if type(results) is not dict:
+        raise BadInput(f"{claims}, so its 'results' must be an object (benchmark: its result), but it is "
+                       f"{describe(results)}. {_OLDER_FORMAT_ADVICE}")
+    for name, entry in results.items():
+        problem = _older_entry_problem(entry)
+        if problem is not None:
+            raise BadInput(f"{claims}; benchmark {name!r}: {problem}. {_OLDER_FORMAT_ADVICE}")
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or type(value) in (int, float)
+
+
+def _older_entry_problem(entry: Any) -> str | None:
+    """What is wrong with one benchmark's entry in asv's older format (1), or None: a number or null (the
+    oldest shape), or an object with a 'result' (a number, null, or a list of them) and optional 'stats'."""
+    if _is_number(entry):
+        return None
+    if type(entry) is not dict:
+        return f"its entry must be a number, null or an object with a 'result', but it is {describe(entry)}"
+    result = entry.get("result", _MISSING)
+    if result is _MISSING:
+        return "its entry has no 'result'"
+    if not (_is_number(result) or type(result) is list and all(_is_number(v) for v in result)):
+        shown = next((v for v in result if not _is_number(v)), None) if type(result) is list else result
+        return f"its 'result' must be a number, null or a list of them, but it holds {describe(shown)}"
+    stats = entry.get("stats")
+    for stat in stats if type(stats) is list else [stats]:
+        if stat is None:
+            continue
+        ci = stat.get("ci_99", _MISSING) if type(stat) is dict else _MISSING
+        if type(ci) is not list or len(ci) != 2 or not all(_is_number(v) for v in ci):
+            shown = (("an object with no 'ci_99'" if ci is _MISSING else f"a 'ci_99' that is {describe(ci)}")
+                     if type(stat) is dict else describe(stat))
+            return ("its 'stats' must be objects with 'ci_99' (a list of two numbers), one per result, or null, "
+                    f"but it holds {shown}")
+    return None
 
 
 def _plain_json(path: Path, content: bytes) -> Any:
@@ -394,6 +462,10 @@ def _read_with_asv(path: Path, machine: str, benchmarks: dict[str, BenchmarkDef]
         check_definition(name, definition, raw_params, results.benchmark_version.get(name))
         names = _param_names(definition, len(raw_params))
         values = results.get_result_value(name, raw_params)
+        bad = next((v for v in values if not _is_number(v)), _MISSING)
+        if bad is not _MISSING:  # math.isinf below would say only "must be real number, not list"
+            raise BadInput(f"benchmark {name!r}: its results must be numbers, or null for a case that failed, but "
+                           f"one is {describe(bad)}; correct the file, or move it aside, and ingest again")
         stats = results.get_result_stats(name, raw_params)
         samples = results.get_result_samples(name, raw_params)
         for combo, value, stat, sample in zip(combos, values, stats, samples):
