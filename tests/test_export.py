@@ -107,3 +107,41 @@ def test_a_query_cannot_reach_past_the_read_only_store(db: Path, tmp_path: Path,
     with connect(db, read_only=True) as conn:
         assert conn.execute("SELECT count(*) FROM results").fetchone()[0] == rows > 0
     assert not (tmp_path / "x.csv").exists()
+
+
+@pytest.mark.parametrize("reads", [
+    "read_text('{secret}')", "read_csv('{secret}')", "read_parquet('{parquet}')", "read_blob('{secret}')",
+    "glob('{folder}/*')", "read_json('{secret}')", "read_csv('https://example.com/x.csv')",
+])
+def test_a_query_reads_only_the_stores_tables(reads: str, db: Path, tmp_path: Path, capsys) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("a,b\n1,2\n")
+    parquet = tmp_path / "other.parquet"
+    duckdb.sql("SELECT 1 AS a").write_parquet(str(parquet))
+    query = f"SELECT * FROM {reads.format(secret=secret, parquet=parquet, folder=tmp_path)}"
+    out = tmp_path / "x.csv"
+    assert main(["export", "--query", query, "--output", str(out), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "--query reads only the store's tables" in err and "nothing was written" in err
+    assert "Traceback" not in err and "1,2" not in err
+    assert not out.exists()
+    # and the store's own tables still export after it, in the same process
+    assert main(["export", "--query", "SELECT count(*) AS n FROM results", "--output", str(out), "--db", str(db)]) == 0
+
+
+def test_a_query_keeps_the_stores_types_and_says_so_in_help(db: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "rows.parquet"
+    assert main(["export", "--query", "SELECT params, value FROM results", "--output", str(out), "--db", str(db)]) == 0
+    assert [t for _, t, *_ in duckdb.sql(f"DESCRIBE SELECT * FROM read_parquet('{out}')").fetchall()] == [
+        "JSON", "DOUBLE"]
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    assert "reads only the store's tables" in " ".join(capsys.readouterr().out.split())
+
+
+def test_a_query_that_fails_while_it_runs_is_the_querys_error(db: Path, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "x.csv"
+    query = "SELECT CAST(benchmark AS INTEGER) AS n FROM results"
+    assert main(["export", "--query", query, "--output", str(out), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "--query failed" in err and "Conversion Error" in err and "Traceback" not in err

@@ -20,7 +20,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "queries it in place: SELECT ... FROM read_parquet('DIR/results/**/*.parquet', "
                     "hive_partitioning = true). The database is only read. Exit status: 0 written, 2 bad input.")
     what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("--query", help="SQL over the store's tables, e.g. \"SELECT * FROM results WHERE machine = 'x'\"")
+    what.add_argument("--query", help="one SELECT over the store's tables, e.g. \"SELECT * FROM results WHERE "
+                                      "machine = 'x'\"; it reads only the store's tables: no file on disk, URL or "
+                                      "other database (read_text, read_csv, read_parquet ... are refused, exit 2)")
     what.add_argument("--table", help="one table of the store, e.g. results or commits")
     what.add_argument("--dir", type=output_folder, help="export the whole store as Parquet into this new (or empty) folder; "
                                                "the same command again finishes an export that stopped partway")

@@ -31,17 +31,22 @@ DEFAULT_DB = Path("results") / "flybench.duckdb"
 
 
 @contextmanager
-def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+def connect(db_path: str | Path = DEFAULT_DB, read_only: bool = False,
+            sealed: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection with the schema up to date (writers migrate it, readers check it).
 
     A writer first reads an existing file as a reader would and refuses one that is not flybench's.
+    `sealed` (read-only): a connection of its own that reaches nothing but the store, for SQL a person
+    wrote (`export --query`); see `_attached`.
     """
     path = Path(db_path)
     if path.exists() and not path.is_file():
         raise FlybenchError(f"--db {path} is not a file (a {'directory' if path.is_dir() else 'device or pipe'}): "
                             "pass the path of a database file, e.g. results/flybench.duckdb")
+    if sealed and not read_only:
+        raise ValueError("a sealed connection is read-only")
     if read_only:
-        with _attached(path) as conn:
+        with (_sealed(path) if sealed else _attached(path)) as conn:
             try:
                 check_version(conn, path)
             except FlybenchError:
@@ -116,6 +121,34 @@ def _attached(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         finally:
             conn.execute("USE memory")
             conn.execute("DETACH store")
+
+
+@contextmanager
+def _sealed(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The file attached read-only to an in-memory DuckDB of its own, which then can reach nothing else.
+
+    DuckDB's `enable_external_access` is turned off once the file is
+    attached: no file on disk (read_text, read_csv, read_parquet, glob ...),
+    no URL, no other database can be read through it, and it cannot be turned
+    on again while the connection lives. The shared reader of `_attached`
+    must keep it on (it attaches a file per use), so this one is separate and
+    closed after use.
+    """
+    if not path.exists():
+        raise FlybenchError(f"no database at {path}: run `flybench ingest <results dir> --db {path}` first")
+    conn = duckdb.connect(":memory:")
+    try:
+        quoted = str(path).replace("'", "''")
+        try:
+            conn.execute(f"ATTACH '{quoted}' AS store (READ_ONLY, TYPE duckdb)")
+        except duckdb.Error as exc:
+            raise _explain(path, exc) from exc
+        conn.execute("USE store")
+        conn.execute("SET enable_external_access = false")
+        with _faults(path):
+            yield conn
+    finally:
+        conn.close()
 
 
 @contextmanager

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import errno
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from flybench.errors import FlybenchError, unknown_name
 from flybench.store.db import connect
@@ -29,23 +31,68 @@ _RESULTS_BY_MONTH = """
 
 def export_rows(db_path: Path, output: Path, fmt: str, *, query: str | None = None, table: str | None = None) -> int:
     """Write the rows of `query` (SQL over the store) or of one `table` to the file `output`; returns how many."""
+    if query is not None:
+        return _export_query(db_path, output, fmt, query)
     with connect(db_path, read_only=True) as conn:
-        if table is not None:
-            known = tables(conn)
-            if table not in known:
-                raise unknown_name("table", table, known)
-            relation = conn.table(table)
-        else:
-            _check_query(conn, query)
-            try:
-                relation = conn.sql(query)
-            except duckdb.Error as exc:
-                raise FlybenchError(f"--query failed: {exc}") from exc
+        known = tables(conn)
+        if table not in known:
+            raise unknown_name("table", table, known)
+        relation = conn.table(table)
         try:
             _write(relation, output, fmt)
         except duckdb.Error as exc:
             raise FlybenchError(f"cannot write {output}: {exc}") from exc
         return _count(relation)
+
+
+QUERY_READS_ONLY_THE_STORE = (
+    "--query reads only the store's tables: the query runs on a connection that DuckDB lets reach no file, URL "
+    "or other database (read_text, read_csv, read_parquet and the like are refused)")
+
+
+def _export_query(db_path: Path, output: Path, fmt: str, query: str) -> int:
+    """A person's SQL over the store, run where it can read nothing else, its rows written to `output`.
+
+    The query's connection is sealed (`connect(sealed=True)`: DuckDB's
+    external access off), so it cannot write the output either: its rows
+    stream out as Arrow batches to a second, in-memory DuckDB that writes
+    the file, with the same types (`arrow_lossless_conversion` keeps JSON
+    columns JSON).
+    """
+    with connect(db_path, read_only=True, sealed=True) as conn:
+        _check_query(conn, query)
+        conn.execute("SET arrow_lossless_conversion = true")
+        try:
+            relation = conn.sql(query)
+            batches = relation.to_arrow_reader()
+        except duckdb.PermissionException as exc:
+            raise FlybenchError(f"{QUERY_READS_ONLY_THE_STORE}; DuckDB refused this one ({exc}). Query the "
+                                "store's tables, or read other files with DuckDB itself: nothing was written") from exc
+        except duckdb.Error as exc:
+            raise FlybenchError(f"--query failed: {exc}") from exc
+        rows = 0
+        failed: list[BaseException] = []
+
+        def counted() -> Iterator[pa.RecordBatch]:
+            nonlocal rows
+            try:
+                for batch in batches:
+                    rows += batch.num_rows
+                    yield batch
+            except Exception as exc:  # the query failed while it ran: said as the query's error, not the file's
+                failed.append(exc)
+                raise
+
+        writer = duckdb.connect(":memory:")
+        try:
+            _write(writer.from_arrow(pa.RecordBatchReader.from_batches(batches.schema, counted())), output, fmt)
+        except (duckdb.Error, pa.ArrowException) as exc:
+            if failed:
+                raise FlybenchError(f"--query failed: {failed[0]}") from failed[0]
+            raise FlybenchError(f"cannot write {output}: {exc}") from exc
+        finally:
+            writer.close()
+        return rows
 
 
 def _check_query(conn: duckdb.DuckDBPyConnection, query: str) -> None:
