@@ -20,13 +20,13 @@ BENCH = "gemm.FlydslCI.track_tflops"
 OTHER = "moe_stage.FlydslCI.track_tflops"
 
 
-def history(series: dict[tuple[str, str], list[float | None]]) -> pd.DataFrame:
+def history(series: dict[tuple[str, str], list[float | None]], unit: str = "TFLOPS") -> pd.DataFrame:
     """Rows as `queries.history` gives them, one commit a run (c00, c01, ...), for (benchmark, case) series."""
     rows = []
     for (benchmark, case), values in series.items():
         for i, value in enumerate(values):
             rows.append({"env_name": "ci", "benchmark": benchmark, "params": json.dumps({"case": case}),
-                         "unit": "TFLOPS", "commit_hash": f"c{i:02d}", "value": value,
+                         "unit": unit, "commit_hash": f"c{i:02d}", "value": value,
                          "status": "ok" if value is not None else "failed", "run_context": "main", "branch": "main",
                          "commit_date": pd.Timestamp("2026-06-01") + pd.Timedelta(days=i)})
     return pd.DataFrame(rows)
@@ -109,6 +109,24 @@ def test_without_attribution_a_lone_series_needs_its_kernel_s_other_series() -> 
                    unknown)
     assert sorted(a.regression.params["case"] for a in found.alerts) == ["a", "b"]
     assert all("no code attribution" in a.regression.evidence for a in found.alerts)
+
+
+def test_a_resource_change_a_later_commit_undid_is_listed_as_undone_and_is_no_regression() -> None:
+    vgprs = {("compile_metrics.Amd.track_vgprs", "k1"): [128, 128, 160, 160, 128, 128],
+             ("compile_metrics.Amd.track_vgprs", "k2"): [128, 128, 160, 160, 160, 160]}
+    found = scan.replay("flydsl", "cpu", history(vgprs, "registers"), attribution(6), RegressConfig())
+    changes = {(r.params["case"], r.step.first_bad): r for r in found.steps}
+    assert changes["k1", "c02"].state == "undone" and changes["k1", "c02"].evidence == "undone at c04"
+    assert not changes["k1", "c02"].regressed and changes["k2", "c02"].regressed
+    assert changes["k1", "c04"].state == "" and not changes["k1", "c04"].step.worse  # the fix itself
+
+
+def test_a_compile_s_duration_is_never_judged() -> None:
+    """How long a compile took is the compiling machine's noise: no alert, no environment step."""
+    durations = {("compile_metrics.Amd.track_compile_time", "k1"): [1.5] * 8 + [3.0] * 6}
+    found = scan.replay("flydsl", "cpu", history(durations, "seconds"), attribution(14, {"c08": [
+        ("compile_metrics.Amd.track_compile_time", "k1")]}), RegressConfig())
+    assert (found.alerts, found.steps) == ([], [])
 
 
 def open_alerts(db: Path) -> set[tuple]:

@@ -52,8 +52,8 @@ NOISE_POINTS = 100
 """The newest measured points a series' noise is fitted over (`series_noise`)."""
 
 
-CLOSED = ("recovered", "accepted")
-"""Alert states that no longer count as a regression."""
+CLOSED = ("recovered", "accepted", "undone")
+"""States that no longer count as a regression: an alert's that recovered or was accepted, a change undone later."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ class Regression:
     kind: str  # "step" (statistical), "environment" (a step that moved with the machine) or "change" (deterministic)
     runs: str = ""  # where the first bad commit was measured: "main", "pr", another branch, or "" unknown
     evidence: str = ""  # what the step rests on besides its size: code attribution, a paired run, corroboration
-    state: str = ""  # an alert's: "open", "recovered" or "accepted"; "" for steps that are not alerts
+    state: str = ""  # an alert's: "open", "recovered" or "accepted"; a deterministic change's: "undone" or ""
 
     @property
     def series(self) -> str:
@@ -243,8 +243,8 @@ def compile_changes(db_path: str | Path, machine: str | None, subject: str | Non
         unit = rows[0]["unit"]
         thresholds = cfg.thresholds(name, f"{arch}, {metric}", unit)
         points = [Point(r["commit_hash"], r["value"]) for r in rows]
-        found += [Regression(subj, mach, "", name, {"arch": arch, "metric": metric}, unit, s, "change")
-                  for s in changes(points, thresholds)]
+        found += deterministic_regressions(subj, mach, "", name, {"arch": arch, "metric": metric}, unit, points,
+                                           thresholds)
     return found
 
 
@@ -298,6 +298,31 @@ def changes(points: Sequence[Point], thresholds: Thresholds) -> list[Step]:
              worse=(b.value < a.value) if thresholds.bigger_is_better else (b.value > a.value))
         for a, b in zip(measured, measured[1:]) if a.value != b.value
     ]
+
+
+def undone_at(points: Sequence[Point], step: Step, thresholds: Thresholds) -> str | None:
+    """The first later commit at which a worse deterministic change is back at its old value or better: a spill
+    that a later commit removed is history, not a regression standing today. None while it stands."""
+    if not step.worse:
+        return None
+    measured = [p for p in _finite(points) if p.value is not None]
+    commits = [p.commit for p in measured]
+    later = measured[commits.index(step.first_bad) + 1:] if step.first_bad in commits else []
+    back = (lambda v: v >= step.before) if thresholds.bigger_is_better else (lambda v: v <= step.before)
+    return next((p.commit for p in later if back(p.value)), None)
+
+
+def deterministic_regressions(subject: str, machine: str, env_name: str, benchmark: str, params: dict[str, Any],
+                              unit: str | None, points: Sequence[Point], thresholds: Thresholds,
+                              runs: dict[str, str] | None = None) -> list[Regression]:
+    """Every change of a deterministic series as a report row; a worse one a later commit undid says so."""
+    found = []
+    for step in changes(points, thresholds):
+        back = undone_at(points, step, thresholds)
+        found.append(Regression(subject, machine, env_name, benchmark, params, unit, step, "change",
+                                (runs or {}).get(step.first_bad, ""), f"undone at {back[:8]}" if back else "",
+                                "undone" if back else ""))
+    return found
 
 
 def _badness(value: float | None, thresholds: Thresholds) -> float | None:

@@ -405,14 +405,14 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
                     dashboard: str | None) -> str:
     worse = [r for r in regressions if r.regressed]
     environment = sum(r.kind == ENVIRONMENT for r in regressions)
-    title = f"### flybench: {_plural(len(worse), 'regression')} in the history"
+    title = f"### flybench: {_plural(len(worse), 'regression')} in the history{_of_subjects(regressions)}"
     if environment:
         title += f", {_plural(environment, 'step')} the environment made"
     if len(regressions) > len(worse) + environment:
         title += f", {_plural(len(regressions) - len(worse) - environment, 'other resource change')}"
-    header = ["machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
+    header = ["subject", "machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence", "state", "evidence", "measured on", "to act"]
-    rows = [[*_md_cells([*_regression_cells(r), r.runs or "-"], code=(1,)), _next_steps(r, dashboard)]
+    rows = [[*_md_cells([r.subject, *_regression_cells(r), r.runs or "-"], code=(2,)), _next_steps(r, dashboard)]
             for r in regressions]
     section = _Section("", ("regression", "regressions"), header, rows)
     foot = ["<sub>An alert stays open until a later night shows the series back, or until its new level is "
@@ -619,14 +619,21 @@ def _comparison_rich(c: Comparison) -> Group:
 
 
 def _regressions_rich(regressions: Sequence[Regression]) -> Group:
-    table = _table("machine", "benchmark", "parameters", "commits", "before", "after", "change", "confidence",
-                   "state", "evidence",
-                   title=f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history")
+    title = f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history{_of_subjects(regressions)}"
+    table = _table("subject", "machine", "benchmark", "parameters", "commits", "before", "after", "change",
+                   "confidence", "state", "evidence", title=title)
     for r in regressions:
         cells = _regression_cells(r)
         style = "red" if r.regressed else "yellow" if r.step.worse else "green"
-        _add_row(table, cells[0], r.benchmark, *cells[2:6], Text(cells[6], style=style), *cells[7:])
+        _add_row(table, r.subject, cells[0], r.benchmark, *cells[2:6], Text(cells[6], style=style), *cells[7:])
     return Group(table)
+
+
+def _of_subjects(regressions: Sequence[Regression]) -> str:
+    """' of flydsl (45)': whose history the regressions are in, since one store holds several repositories'
+    (flybench's own timings, and FlyDSL's compile-only history that comes with the repository)."""
+    counts = Counter(r.subject for r in regressions if r.regressed)
+    return f" of {', '.join(f'{s} ({n})' for s, n in sorted(counts.items()))}" if counts else ""
 
 
 def _add_row(table: Table, *cells: RenderableType) -> None:
@@ -704,9 +711,11 @@ def _regression_cells(r: Regression) -> list[str]:
 def state_text(r: Regression) -> str:
     """What a row of the history report is: an alert and its state (open, recovered, accepted), the environment's
     step, or a deterministic change."""
+    if r.kind == "change":
+        return "change, undone later" if r.state == "undone" else "change"
     if r.state:
         return f"{r.state} alert"
-    return {ENVIRONMENT: "environment, no alert", "change": "change"}.get(r.kind, r.kind)
+    return {ENVIRONMENT: "environment, no alert"}.get(r.kind, r.kind)
 
 
 def evidence_of(r: Regression) -> str:

@@ -45,7 +45,9 @@ newest RECOVERY_POINTS net values after its first bad commit all lie nearer
 its old level than its new one; a step found again at the levels of a
 recovered alert reopens it. Each alert and environment step says which
 evidence it rests on. Deterministic metrics are not judged: every change is
-listed (`history.changes`).
+listed, a worse one that a later commit undid as such
+(`history.deterministic_regressions`). A compile's duration is not judged at
+all: it is the compiling machine's noise.
 """
 
 from __future__ import annotations
@@ -60,10 +62,10 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from flybench.benchmark_names import workload_of
+from flybench.benchmark_names import is_compile_duration, workload_of
 from flybench.regress import alerts, episodes
 from flybench.regress.config import RegressConfig, Thresholds
-from flybench.regress.history import PERSIST, Point, Regression, Step, changes, resolution
+from flybench.regress.history import PERSIST, Point, Regression, Step, deterministic_regressions, resolution
 from flybench.store import queries
 
 LEVEL = 4
@@ -226,9 +228,12 @@ def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
         thresholds = cfg.thresholds(benchmark, ", ".join(map(str, decoded.values())), unit)
         if thresholds.deterministic:
             measured = [Point(r.commit_hash, r.value if r.status == "ok" else None) for r in rows_of]
-            deterministic += [Regression(subject, machine, env, benchmark, decoded, unit, step, "change",
-                                         _context(rows_of, step.first_bad)) for step in changes(measured, thresholds)]
+            deterministic += deterministic_regressions(
+                subject, machine, env, benchmark, decoded, unit, measured, thresholds,
+                {r.commit_hash: _text(r.run_context) or _text(r.branch) for r in rows_of})
             continue
+        if is_compile_duration(benchmark):
+            continue  # how long a compile took is the compiling machine's noise, not a kernel's regression
         values = [r.value for r in rows_of if r.status == "ok" and _fits(r.value)]
         level = statistics.median(values) if values else 1.0
         s = _Series((env, benchmark, params), decoded, params, unit, thresholds, (env, workload_of(benchmark)),
@@ -257,10 +262,6 @@ class _Row(NamedTuple):
 
 def _fits(value: object) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
-
-
-def _context(rows: Sequence[_Row], commit: str) -> str:
-    return next((_text(r.run_context) or _text(r.branch) for r in rows if r.commit_hash == commit), "")
 
 
 def _text(value: object) -> str:

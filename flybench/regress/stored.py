@@ -80,8 +80,8 @@ _DIGESTS = """
     ) GROUP BY ALL ORDER BY ALL"""
 _NOISE_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "noise", "level")
 _STEP_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "kind", "runs", "last_good",
-                 "first_bad", "before", "after", "noise", "confidence", "worse", "evidence")
-_ALERT_COLUMNS = (*_STEP_COLUMNS, "status", "opened_through", "closed_by", "flips")
+                 "first_bad", "before", "after", "noise", "confidence", "worse", "evidence", "state")
+_ALERT_COLUMNS = (*_STEP_COLUMNS[:-1], "status", "opened_through", "closed_by", "flips")
 _EVENT_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "first_bad", "event", "through", "detail")
 
 
@@ -273,10 +273,10 @@ def _stored_steps(conn: duckdb.DuckDBPyConnection, scopes: list[Scope]) -> dict[
         [[f"{s}\0{m}" for s, m in scopes]]).fetchall()
     steps: dict[Scope, list[Regression]] = {}
     for (subject, machine, env, name, params, unit, kind, runs, last_good, first_bad, before, after, level_noise,
-         confidence, worse, evidence) in rows:
+         confidence, worse, evidence, state) in rows:
         step = Step(last_good, first_bad, before, after, level_noise, confidence, worse)
         steps.setdefault((subject, machine), []).append(
-            Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs, evidence))
+            Regression(subject, machine, env, name, json.loads(params), unit, step, kind, runs, evidence, state))
     return steps
 
 
@@ -314,7 +314,7 @@ def _row(r: Regression) -> dict[str, object]:
             "params": json.dumps(r.params), "unit": r.unit, "kind": r.kind, "runs": r.runs,
             "last_good": r.step.last_good, "first_bad": r.step.first_bad, "before": r.step.before,
             "after": r.step.after, "noise": r.step.noise, "confidence": r.step.confidence, "worse": r.step.worse,
-            "evidence": r.evidence}
+            "evidence": r.evidence, "state": r.state}
 
 
 def _series_orders(conn: duckdb.DuckDBPyConnection,

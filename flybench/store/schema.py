@@ -362,8 +362,8 @@ MIGRATIONS: list[list[str]] = [
     [  # v13: code attribution for the history scan (flybench.regress.scan). code_changes holds a subject's main
         # commits over an imported span (first-parent order, pull request, title, changed files); code_touches,
         # per series, the commits among them that changed what the series runs (flybench.importers.flydsl_ci.code).
-        # Steps and alerts say which evidence they rest on. The scan replays every commit, so every stored scan
-        # is recomputed.
+        # Steps and alerts say which evidence they rest on, and a deterministic change whether it was undone. The
+        # scan replays every commit, so every stored scan is recomputed.
         """CREATE TABLE code_changes (
             subject VARCHAR NOT NULL,
             hash VARCHAR NOT NULL,
@@ -382,6 +382,7 @@ MIGRATIONS: list[list[str]] = [
         )""",
         *[f"ALTER TABLE {table} ADD COLUMN evidence VARCHAR NOT NULL DEFAULT ''"
           for table in ("regression_steps", "alerts")],
+        "ALTER TABLE regression_steps ADD COLUMN state VARCHAR NOT NULL DEFAULT ''",  # a change later undone
         "DELETE FROM regression_scans",
     ],
 ]
