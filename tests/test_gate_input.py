@@ -110,3 +110,17 @@ def test_an_ambiguous_short_hash_is_said_to_be_ambiguous_with_its_candidates(tmp
     assert f"BASE {prefix!r} is ambiguous in {repo}: {len(candidates)} commits begin with it" in err
     assert all(c[:12] in err for c in candidates) and "Give more digits of the hash" in err
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("minutes", ["-1", "0", "nan", "-inf", "inf", "soon"])
+def test_a_gate_budget_of_no_minutes_is_refused_as_runs_is(minutes: str, capsys) -> None:
+    """`gate --budget-minutes nan` was taken (nan <= 0 is false), and so was -inf's opposite, inf."""
+    err = _refused(capsys, ["gate", "base", "head", f"--budget-minutes={minutes}", "--dry-run"])
+    assert f"argument --budget-minutes: {minutes!r} is not a number of minutes above 0" in err
+    assert "e.g. --budget-minutes 30, or leave it out for the default, 60" in err
+
+
+def test_the_gate_and_run_share_one_minutes_check() -> None:
+    from flybench.cli import gate, run
+
+    assert gate.minutes_above_0 is run.minutes_above_0

@@ -41,7 +41,7 @@ from typing import NamedTuple
 from flybench import benchmark_names, case_selection, envvars, hardware, subject_code
 from flybench.cli._output import output_folder, output_path
 from flybench.cli.run import ROOT as RUN_ROOT
-from flybench.cli.run import results_dir
+from flybench.cli.run import minutes_above_0, results_dir
 from flybench.compile import affected, registry
 from flybench.compile.runner import source_files
 from flybench.compile.record import AMD_METRICS, NVIDIA_METRICS
@@ -110,7 +110,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--rounds", type=int, default=3, help="rounds of everything selected (default: 3)")
     parser.add_argument("--max-rounds", type=int, default=8,
                         help="rounds a case gets at most, the ambiguous ones (default: 8)")
-    parser.add_argument("--budget-minutes", type=float, default=60.0,
+    parser.add_argument("--budget-minutes", type=minutes_above_0("--budget-minutes", "the gate", "the default, 60"),
+                        default=60.0,
                         help="no round is added that would end past this (default: 60); the first rounds always run")
     parser.add_argument("--config", type=Path, help="flybench.toml with a [regress] section (thresholds, subjects)")
     parser.add_argument("--json", type=output_path, help="write the JSON report (every case) here")
@@ -125,8 +126,6 @@ def main(args: argparse.Namespace) -> int:
     check_shape_set(args.shape_set)
     if not 1 <= args.rounds <= args.max_rounds:
         raise FlybenchError(f"--rounds {args.rounds} must be at least 1 and at most --max-rounds {args.max_rounds}")
-    if args.budget_minutes <= 0:
-        raise FlybenchError(f"--budget-minutes {args.budget_minutes:g} must be above 0")
     cfg = load_config(args.config)  # a wrong config is bad input before anything is measured
     flydsl = args.flydsl_repo is not None
     if flydsl and cfg.subject_providers == frozenset({"*"}):

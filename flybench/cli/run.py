@@ -24,6 +24,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from flybench import envvars, hardware, run_identity, subject_code
@@ -243,17 +244,25 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
     return where, full
 
 
-def _minutes(text: str) -> float:
-    """The argparse type of --max-minutes: a number of minutes above 0. A budget of -1 or nan was taken: the run
-    measured one case, left the rest and exited 0, as if a budget had been kept."""
-    try:
-        minutes = float(text)
-    except ValueError:
-        minutes = math.nan
-    if not (math.isfinite(minutes) and minutes > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes above 0: give the time the run may "
-                                         "take, e.g. --max-minutes 30, or leave it out for no limit")
+def minutes_above_0(flag: str, what: str, otherwise: str) -> Callable[[str], float]:
+    """The argparse type of a time budget in minutes (`run --max-minutes`, `gate --budget-minutes`): a finite
+    number above 0. A budget of -1 or nan was taken: the run measured one case, left the rest and exited 0, as if
+    a budget had been kept; the gate's comparison `<= 0` let nan through the same way.
+
+    `what` takes the time (the run, the gate); `otherwise` is what leaving the flag out gives."""
+    def minutes(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes above 0: give the time {what} "
+                                             f"may take, e.g. {flag} 30, or leave it out for {otherwise}")
+        return value
     return minutes
+
+
+_minutes = minutes_above_0("--max-minutes", "the run", "no limit")
 
 
 def _git(where: Path, *words: str) -> str | None:
