@@ -39,6 +39,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "commits": queries.commits,
     "shared_cases": queries.shared_cases,
     "commit_titles": queries.commit_titles,
+    "commit_notes": queries.commit_notes,
     "imported_runs": queries.imported_run_rows,
     "resources": queries.resource_history,
     "case_counters": queries.case_counter_history,

@@ -622,3 +622,44 @@ def condition_text(conditions: dict[str, Any]) -> str:
     return (f"{conditions.get('precision', '?')}; batch {conditions.get('batch')} x {conditions.get('tokens')} "
             f"tokens, context {conditions.get('context')}; {conditions.get('layers')} layers; MoE "
             f"{conditions.get('moe')} performs {conditions.get('moe_flops', 0) / 1e12:.3g} TFLOP; XLA_FLAGS: {flags}")
+
+
+def change_context(found: pd.DataFrame, rows: pd.DataFrame, notes: pd.DataFrame) -> pd.DataFrame:
+    """What lies behind each resource change of one kernel: `found` (`analysis.resource_changes` with `arch`)
+    gains `pr` (the first bad commit's pull request), `failed_between` (commits strictly inside the range, in
+    commit order, where the kernel failed to compile on that architecture), `failures` (their compiler
+    messages as the commit notes give them: the first of each commit's failures) and `compiler` (the FlyDSL
+    wheel and its LLVM on each side: "changed: ..." when either differs, so a change the compiler made is
+    told from one the kernel's code made). `notes`: `queries.commit_notes`."""
+    out = found.copy()
+    known = notes.drop_duplicates("hash").set_index("hash") if not notes.empty else pd.DataFrame(
+        columns=["pr", "wheel", "llvm", "first_failure"])
+    order = rows.sort_values("commit_date", kind="stable").drop_duplicates("commit_hash")["commit_hash"].tolist()
+    place = {h: i for i, h in enumerate(order)}
+    failed = rows[rows["status"] == "failed"].groupby("arch")["commit_hash"].agg(lambda c: set(c))
+
+    def note(commit: str, field: str) -> Any:
+        value = known[field].get(commit) if field in known else None
+        return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+    prs, counts, reasons, compilers = [], [], [], []
+    for r in out.itertuples():
+        pr = note(r.first_bad, "pr")
+        prs.append(f"#{int(pr)}" if pr is not None else "")
+        low, high = place.get(r.last_good, -1), place.get(r.first_bad, -1)
+        inside = [h for h in order[low + 1:high]] if 0 <= low < high else []
+        broken = [h for h in inside if h in failed.get(r.arch, set())]
+        counts.append(len(broken))
+        messages = sorted({note(h, "first_failure") or "no message recorded" for h in broken})
+        reasons.append("; ".join(messages))
+        sides = [(note(h, "wheel"), note(h, "llvm")) for h in (r.last_good, r.first_bad)]
+        if sides[0] == (None, None) or sides[1] == (None, None):
+            compilers.append("not recorded")
+            continue
+        (wheel_a, llvm_a), (wheel_b, llvm_b) = sides
+        moved = [f"FlyDSL {wheel_a} -> {wheel_b}"] if wheel_a != wheel_b else []
+        moved += [f"LLVM {str(llvm_a)[:8]} -> {str(llvm_b)[:8]}"] if llvm_a != llvm_b else []
+        compilers.append("changed: " + ", ".join(moved) if moved
+                         else f"same: FlyDSL {wheel_b}, LLVM {str(llvm_b)[:8]}")
+    out["pr"], out["failed_between"], out["failures"], out["compiler"] = prs, counts, reasons, compilers
+    return out

@@ -20,7 +20,8 @@ from flybench.regress import load_config
 COLUMNS = ["kernel_name", "arch", "metric_label", "value", "unit", "short", "commit_date", "message", "status", "why",
            "origin", "subject", "machine"]
 CHANGE_COLUMNS = ["arch", "metric", "commits", "base_text", "head_text", "delta", "change", "undone",
-                  "first_bad_date", "message", "author", "worse", "history", "machine"]
+                  "first_bad_date", "message", "pr", "compiler", "failed_between", "failures", "author", "worse",
+                  "history", "machine"]
 
 
 def main() -> None:
@@ -71,7 +72,12 @@ def prepare(rows: pd.DataFrame) -> pd.DataFrame:
     out = commits.annotate(frames.without_failed_values(rows), data.load("commit_titles"))
     out["arch"] = out["arch"].fillna("no architecture")
     out["metric_label"] = out["metric"].map(frames.metric_label)
-    out["why"] = [frames.reason_text(s, r) for s, r in zip(out["status"], out["reason"])]
+    notes = data.load("commit_notes")
+    told = dict(zip(zip(notes["subject"], notes["hash"]), notes["first_failure"])) if not notes.empty else {}
+    reason = [r if isinstance(r, str) and r or s != "failed" else  # asv keeps no message: the commit notes' first
+              (f"{told[(u, h)]} (the first failure at this commit)" if told.get((u, h)) else r)
+              for s, r, u, h in zip(out["status"], out["reason"], out["subject"], out["commit_hash"])]
+    out["why"] = [frames.reason_text(s, r) for s, r in zip(out["status"], reason)]
     return out
 
 
@@ -91,16 +97,27 @@ def changes(shown: pd.DataFrame) -> None:
     series = shown.drop_duplicates(["arch", "metric_label"]).set_index(["arch", "metric_label"])
     found["history"] = [history_link(series.loc[key]) for key in zip(found["arch"], found["metric"])]
     found["undone"] = frames.undone(found, shown)
+    found = frames.change_context(found, shown, data.load("commit_notes"))
     st.subheader("Every change (exact)")
     by_commit = st.toggle("Order by commit (newest first) instead of by how directly it costs speed",
                           key="by_commit", bind="query-params")
     if by_commit:
         found = found.sort_values("first_bad_date", ascending=False, kind="stable")
-    st.caption("`undone`: a later commit brought the metric back to its value before the change.")
+    st.caption("`undone`: a later commit brought the metric back to its value before the change. `pr`: the first "
+               "changed commit's pull request. `compiler`: the FlyDSL wheel and its LLVM on the two sides; "
+               "\"changed\" means the compiler moved too, so the change need not be the kernel's code. "
+               "`failed compiles`: commits inside the range where this kernel did not compile on that "
+               "architecture (a line break on the chart), with the compiler's message as the commit notes "
+               "record it (the first failure at that commit).")
+    if found["compiler"].str.startswith("changed").any():
+        st.caption(f"{int(found['compiler'].str.startswith('changed').sum())} of {len(found)} changes span a "
+                   "change of compiler.")
     ui.table(found, "resources-changes", CHANGE_COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last..first changed",
         "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
+        "failed_between": st.column_config.NumberColumn("failed compiles", format="%d"),
+        "failures": "why they failed",
         "history": st.column_config.LinkColumn("history", display_text="open")})
 
 

@@ -173,6 +173,64 @@ def summary(plan: list[tuple[Commit, str]], work: Path, repo: Path) -> str:
     return "\n".join(lines)
 
 
+_PR = re.compile(r"\(#(\d+)\)\s*$")
+NOTES = CONFIG.parent / "commits.jsonl"
+"""What the compile history says of its commits beyond asv's hash and date (flybench.store.commit_notes)."""
+
+
+def llvm_of(repo: Path, version: str, count: int) -> str | None:
+    """The LLVM the wheel `version` was built with: FlyDSL's pinned LLVM commit at its tag, else at main's
+    newest commit numbered at most `count` (a dev wheel's build commit, or the clone's head when the wheel is
+    newer than the clone); None where that tree does not record it."""
+    tags = set(git(repo, "tag", "--list", "v*").split())
+    at = f"v{version}" if f"v{version}" in tags else None
+    if at is None:
+        main = git(repo, "rev-list", "--first-parent", "--reverse", "HEAD").split()
+        low, high = 0, len(main)  # the count grows along main's first parents: bisect for the build commit
+        while low < high:
+            middle = (low + high) // 2
+            if int(git(repo, "rev-list", "--count", main[middle])) <= count:
+                low = middle + 1
+            else:
+                high = middle
+        at = main[low - 1] if low else None
+    if at is None:
+        return None
+    try:  # thirdparty/llvm-hash.txt until the LLVM bump of #945, llvm-build-info.json from it on
+        info = json.loads(git(repo, "show", f"{at}:thirdparty/llvm-build-info.json"))
+        return (info.get("upstream") or {}).get("llvm_hash")
+    except (FlybenchError, ValueError):
+        pass
+    try:
+        return git(repo, "show", f"{at}:thirdparty/llvm-hash.txt").strip() or None
+    except FlybenchError:
+        return None
+
+
+def note(commit: Commit, wheel: str, llvm: str | None, failures: dict[str, tuple[int, str]]) -> dict:
+    """One line of `commits.jsonl`: title, pull request, the compiler (wheel and its LLVM), failed compiles."""
+    failed, first = failures.get(commit.hash, (None, None))
+    pr = _PR.search(commit.subject)
+    return {"hash": commit.hash, "title": commit.subject, "pr": int(pr.group(1)) if pr else None, "wheel": wheel,
+            "llvm": llvm, "failed_compiles": failed, "first_failure": first or None}
+
+
+def write_notes(plan: list[tuple[Commit, str]], counts: dict[str, int], repo: Path, path: Path = NOTES,
+                failures: dict[str, tuple[int, str]] | None = None) -> Path:
+    """`commits.jsonl` for the commits of `plan`, merged into the notes already there (a commit's new note wins)."""
+    kept = {}
+    if path.is_file():
+        kept = {n["hash"]: n for n in map(json.loads, filter(str.strip, path.read_text().splitlines()))}
+    llvm = {version: llvm_of(repo, version, count) for version, count in counts.items() if version in {v for _, v in plan}}
+    for commit, version in plan:
+        old = kept.get(commit.hash, {})
+        new = note(commit, version, llvm.get(version), failures or {})
+        kept[commit.hash] = {**new, **{k: old[k] for k in ("failed_compiles", "first_failure")
+                                       if new[k] is None and old.get(k) is not None}}
+    path.write_text("".join(json.dumps(n) + "\n" for n in kept.values()))
+    return path
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m flybench.compile.history", description=__doc__.splitlines()[0])
     parser.add_argument("--flydsl-repo", type=Path, required=True, help="a clone of github.com/ROCm/FlyDSL")
@@ -183,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--machine", default="cpu-compile", help="asv machine name (default: cpu-compile)")
     parser.add_argument("--path", action="append", help=f"paths a commit must touch (default: {', '.join(PATHS)})")
     parser.add_argument("--plan", action="store_true", help="print commit -> wheel and stop")
+    parser.add_argument("--notes", action="store_true",
+                        help=f"write each commit's title, pull request and compiler (wheel, LLVM) to {NOTES.name} "
+                             "beside the results (flybench ingest stores them), and stop")
+    parser.add_argument("--wheels", help="FlyDSL's published versions, comma-separated, instead of asking pip")
     parser.add_argument("--summary", action="store_true",
                         help="print, from the compile cache, how each commit's checkout kernels fared, and stop")
     return parser
@@ -194,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         commits = (named_commits(repo, args.commit) if args.commit else
                    touching_commits(repo, tuple(args.path or PATHS), args.ref)[-(args.limit or 0):])
-        counts = wheel_counts(repo, published_versions())
+        counts = wheel_counts(repo, args.wheels.split(",") if args.wheels else published_versions())
     except FlybenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -202,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     for commit, version in plan:
         print(f"{commit.hash[:10]} #{commit.count} {commit.date} flydsl=={version}  {commit.subject[:70]}")
     if args.plan:
+        return 0
+    if args.notes:
+        print(f"wrote {write_notes(plan, counts, repo)}")
         return 0
     work = cache_root() / "history"
     if args.summary:
@@ -218,6 +283,12 @@ def main(argv: list[str] | None = None) -> int:
         failed += status != 0
         print(f"[{index}/{len(plan)}] {commit.hash[:10]} flydsl=={version}: asv exit {status} "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
+    failures = {}
+    for commit, version in plan:  # from the cache the run filled: which compiles failed, and the first message
+        records = outcomes(commit, export_kernels(repo, commit, work / "trees"), install_wheel(version, work / "wheels"))
+        reasons = sorted((r["reason"] or "").split(" (at ")[0][:200] for r in records if r["status"] == "failed")
+        failures[commit.hash] = (len(reasons), reasons[0] if reasons else "")
+    print(f"wrote {write_notes(plan, counts, repo, failures=failures)}")
     return 1 if failed else 0
 
 

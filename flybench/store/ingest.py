@@ -40,7 +40,7 @@ from asv import util
 
 from flybench.errors import FlybenchError
 from flybench.store import counters as stored_counters
-from flybench.store import heads, sidecar
+from flybench.store import commit_notes, heads, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
                                       machine_row, read_results)
 from flybench.store.db import DEFAULT_DB, connect, is_fault
@@ -142,9 +142,13 @@ def ingest(
     # Benchmarks that left benchmarks.json are still named by the definitions an earlier one gave the store.
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
     readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs), progress)
+    notes = commit_notes.read(root)  # what the tree says of its commits (titles, compiler): checked before writing
     try:
         with size_limit_as_advice(db_path), connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
+            if notes:
+                with _transaction(conn):
+                    commit_notes.store(conn, subject, notes)
     finally:
         readers.close()
     return report

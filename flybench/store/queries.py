@@ -456,6 +456,17 @@ def commit_titles(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
         return conn.execute("SELECT DISTINCT subject, hash, title FROM imported_commits WHERE title IS NOT NULL").df()
 
 
+def commit_notes(db_path: str | Path = DEFAULT_DB, subject: str | None = None) -> pd.DataFrame:
+    """(subject, hash, title, pr, wheel, llvm, failed_compiles, first_failure) of each commit a results tree's
+    `commits.jsonl` describes (`flybench.store.commit_notes`); empty where none did."""
+    return _query(db_path, """
+        SELECT subject, commit_hash AS hash, record->>'title' AS title, pr, record->>'wheel' AS wheel,
+               record->>'llvm' AS llvm, TRY_CAST(record->>'failed_compiles' AS INTEGER) AS failed_compiles,
+               record->>'first_failure' AS first_failure
+        FROM imported_records WHERE source = 'commit-notes' AND (?::VARCHAR IS NULL OR subject = ?)
+        ORDER BY subject, hash""", [subject, subject])
+
+
 def imported_run_rows(db_path: str | Path = DEFAULT_DB, context: str = "pr", subject: str | None = None) -> pd.DataFrame:
     """Every imported row of one run context (`pr` or `main`; one per commit, case and runner), with what its
     source measured beside it in the same job: `base_value` and `vs_main` (percent) against the main it rebuilt
