@@ -126,14 +126,16 @@ def resource_metric(benchmark: str, params: dict[str, Any], env_name: str) -> st
 
 
 def by_relevance(rows: pd.DataFrame) -> pd.DataFrame:
-    """Deterministic changes, the ones that cost speed first: worse before better, then by RESOURCE_RANK,
+    """Deterministic changes, the ones that cost speed first: worse before better, standing before undone by a
+    later commit, then by RESOURCE_RANK,
     a metric leaving 0 (the first spill, the first AGPR) before any percentage, then by size of change."""
     metric = [resource_metric(b, p, e) for b, p, e in zip(rows["benchmark"], rows["params"], rows["env_name"])]
     rank = [next((i for i, key in enumerate(RESOURCE_RANK) if key in m), len(RESOURCE_RANK)) for m in metric]
     size = rows["change"].abs().replace(np.inf, np.nan)
-    order = rows.assign(metric=metric, _better=~rows["worse"].astype(bool), _rank=rank,
+    undone = rows["state"] == "change, undone later" if "state" in rows else False
+    order = rows.assign(metric=metric, _better=~rows["worse"].astype(bool), _undone=undone, _rank=rank,
                         _from_zero=rows["before"] != 0, _size=-size.fillna(0), _absolute=-rows["absolute"].abs())
-    keys = ["_better", "_rank", "_from_zero", "_size", "_absolute"]
+    keys = ["_better", "_undone", "_rank", "_from_zero", "_size", "_absolute"]
     return order.sort_values(keys, kind="stable").drop(columns=keys)
 
 

@@ -350,6 +350,8 @@ def test_resource_changes_rank_what_costs_speed_first() -> None:
     rows = rows.assign(absolute=rows["after"] - rows["before"], change=(rows["after"] - rows["before"]) / rows["before"])
     ranked = analysis.by_relevance(rows)
     assert list(ranked["metric"]) == ["vgpr_spills", "vgpr_count", "agprs", "sgprs", "vgprs"]
+    undone = rows.assign(state=["change", "change", "change, undone later", "change", "change"])
+    assert list(analysis.by_relevance(undone)["metric"]) == ["vgpr_count", "agprs", "sgprs", "vgpr_spills", "vgprs"]
 
 
 def test_kernel_resources_across_commits(db: DashboardDB) -> None:

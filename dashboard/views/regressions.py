@@ -26,8 +26,8 @@ from flybench.regress.report import literal_markdown
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state", "evidence",
            "run", "history", "subject", "kind", "unit"]
-RESOURCE_COLUMNS = ["machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change", "commits",
-                    "verdict", "resources", "benchmark", "subject", "unit"]
+RESOURCE_COLUMNS = ["subject", "machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change",
+                    "commits", "verdict", "state", "evidence", "resources", "benchmark", "unit"]
 
 
 def main() -> None:
