@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -46,3 +47,20 @@ def test_a_verb_whose_package_is_missing_says_what_to_install() -> None:
     assert done.returncode == 2
     assert "'flybench compare' needs the Python package 'duckdb'" in done.stderr
     assert "pip install -e '.[store]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_help_names_the_rules_and_the_verbs_as_they_are(capsys: pytest.CaptureFixture[str]) -> None:
+    """compare judges Welch's t over round medians (never a rank test on samples); the pull-request check is gate."""
+
+    for argv in (["--help"], ["compare", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        said = " ".join(capsys.readouterr().out.split())
+        assert "Mann-Whitney" not in said and "the pull-request check" not in said
+    assert "Welch's t over the rounds' log medians" in said and "flybench gate" in said
+
+
+def test_the_acceptances_lock_is_ignored_by_git() -> None:
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(["git", "-C", str(root), "check-ignore", "-q", "results/accepted.json.lock"])
+    assert done.returncode == 0

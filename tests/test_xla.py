@@ -105,7 +105,8 @@ def test_reasons_are_actionable(monkeypatch):
     assert "no GPU backend" in provider.unavailable_reason("attention", "bf16", H200)  # this JAX is CPU-only
     find_spec = __import__("importlib.util").util.find_spec
     monkeypatch.setattr("importlib.util.find_spec", lambda n, *a: None if n == "jax" else find_spec(n, *a))
-    assert "flybench[jax]" in get_provider("xla-dense").unavailable_reason("moe", "bf16", CPU)
+    reason = get_provider("xla-dense").unavailable_reason("moe", "bf16", CPU)
+    assert "pip install -e '.[jax]'" in reason and "flybench[jax]" not in reason  # installed from its clone
 
 
 def test_dense_path_is_its_own_provider_for_moe_and_the_model_lane_only():

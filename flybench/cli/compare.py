@@ -1,4 +1,4 @@
-"""`flybench compare BASE HEAD`: the pull-request check (exit 1 on a regression, 2 on bad input)."""
+"""`flybench compare BASE HEAD`: two stored commits on one machine, judged (exit 1 on a regression, 2 on bad input)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ from flybench.store import DEFAULT_DB, queries
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "compare", help="compare two commits on one machine",
-        description="Compare HEAD with BASE on one machine: Mann-Whitney U on the samples, relative and "
-                    "absolute thresholds, matching measurement contracts. "
+        description="Compare HEAD with BASE on one machine, from the store: the change is head's geometric mean "
+                    "of round medians over base's; with two rounds or more a side, Welch's t over the rounds' log "
+                    "medians (one round: the series' history noise), against relative and absolute thresholds, "
+                    "with matching measurement contracts (docs/verdicts.md). A pull request is judged by "
+                    "`flybench gate`. "
                     "Exit status: 0 no regression, 1 regression, 2 bad input (unknown commit, machine or subject).")
     parser.add_argument("base", help="base commit (hash or unique prefix)")
     parser.add_argument("head", help="head commit (hash or unique prefix)")

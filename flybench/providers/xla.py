@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 # cache flush and the reference on the same GPU, so JAX must allocate on demand (set before jax is imported).
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-JAX_INSTALL = ("pip install 'flybench[jax]' (CPU); on a GPU also JAX's backend for it: 'jax[cuda13]' (NVIDIA) "
+JAX_INSTALL = ("pip install -e '.[jax]' in the flybench clone (CPU); on a GPU also JAX's backend for it: 'jax[cuda13]' (NVIDIA) "
                "or 'jax[rocm7-local]' (AMD, docs/rocm.md)")
 
 
