@@ -447,3 +447,44 @@ class Progress:
         if self._live is not None:
             self.refresh()
             self._live.stop()
+
+
+class Follower:
+    """Per-case progress for a run that is not dealt (the plain `flybench run`): a thread reads the run's record
+    file as asv's processes append to it and tells a `Progress` of one worker, as the dealt runs do, so a
+    workload of several minutes is not silent. Used as a context manager around the asv invocations."""
+
+    def __init__(self, record_file: Path, run_id: str, total: int, label: str, stream: IO[str] | None = None,
+                 every_s: float = 1.0) -> None:
+        self.worker = _Labelled(1, None, label)
+        self.progress = Progress([self.worker], [total], stream)
+        self.tail, self.run_id, self.every_s = _Tail(record_file), run_id, every_s
+        self.outcome, self._lock, self._stop = Outcome(), threading.Lock(), threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Follower:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        _follow(self.tail, self.run_id, self.worker, self.progress, self.outcome, self._lock)  # the last lines
+        self.progress.finish(self.worker)
+        self.progress.close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every_s):
+            _follow(self.tail, self.run_id, self.worker, self.progress, self.outcome, self._lock)
+            self.progress.refresh()
+
+
+@dataclass(frozen=True)
+class _Labelled(Worker):
+    """A worker named as the run names it (the device), not by a number."""
+
+    name: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.name

@@ -3,6 +3,7 @@
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,6 +80,16 @@ def test_each_case_is_measured_once_and_recorded_with_its_counts(asv_run):
 def test_run_prints_summary_with_cases(asv_run):
     _, _, done = asv_run
     assert "cases measured" in done.stdout and "64x48x32" in done.stdout
+
+
+def test_run_says_each_case_as_it_ends_and_the_next_step(asv_run):
+    """The plain run was silent for minutes a workload; now a line per case as its record lands, then what next."""
+    _, _, done = asv_run
+    said = re.findall(r"\[(\d+)/(\d+)\] [^\n:]+: ((?:gemm|attention) tiny [^:\n]+): (ok|failed)", done.stdout)
+    assert said, done.stdout[-3000:]
+    assert [int(n) for n, *_ in said] == list(range(1, len(said) + 1)) and {t for _, t, *_ in said} == {str(len(said))}
+    assert "gemm tiny 64x48x32 torch bf16" in {case for _, _, case, _ in said}
+    assert done.stdout.rstrip().splitlines()[-1].startswith("next: flybench ingest")
 
 
 def test_plain_asv_run_measures_each_case_once_and_writes_its_records(asv_run):

@@ -105,3 +105,21 @@ def test_install_hints_keep_their_brackets(capsys) -> None:
     _print_availability([Choice("moe", "xla", "bf16", "needs JAX: pip install -e '.[jax]' (or 'jax[cuda13]')")])
     out = capsys.readouterr().out
     assert "pip install -e '.[jax]'" in out and "'jax[cuda13]'" in out
+
+
+def test_what_cannot_run_is_one_line_per_provider_and_reason(capsys, monkeypatch) -> None:
+    """A row per (workload, provider, dtype) was about 370 lines before anything was measured."""
+    monkeypatch.setenv("COLUMNS", "250")  # a row per line: no wrapping
+    from flybench.cli.run import _print_availability
+    from flybench.selection import Choice
+
+    jax = "needs JAX: pip install -e '.[jax]'"
+    combos = [Choice(w, "xla", d, jax) for w in ("attention", "moe", "gemm") for d in ("bf16", "fp16")]
+    combos += [Choice(w, "torch", "bf16", None) for w in ("attention", "moe")]
+    combos += [Choice("moe", "xla-dense", "fp8", "no fp8 here"), Choice("gemm", "xla", "fp8", "no fp8 here")]
+    _print_availability(combos)
+    rows = [line for line in capsys.readouterr().out.splitlines() if "│" in line and "runs here?" not in line]
+    assert len(rows) == 4, rows
+    assert "torch" in rows[0] and "yes" in rows[0] and "attention (bf16), moe (bf16)" in rows[0]
+    xla = next(r for r in rows if "needs JAX" in r)
+    assert "attention (bf16, fp16), moe (bf16, fp16), gemm (bf16, fp16)" in xla

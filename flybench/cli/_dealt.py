@@ -21,6 +21,8 @@ from flybench.measure.process import DIED
 from flybench.selection import Choice, case_keys
 
 
+NEXT_STEP = "next: flybench ingest (stores these results), then flybench dashboard or flybench regressions"
+
 def dealt_cases(args: argparse.Namespace, runnable: list[Choice], shape_set: str, results: Path, machine: str,
                 commit: str, env_name: str) -> list[shard.Case]:
     """The cases this call measures: the selection, its shard (--shard), less those already recorded (--resume);
@@ -153,6 +155,7 @@ def run_dealt(args: argparse.Namespace, device: hardware.Device, runnable: list[
         print(f"the workers' asv logs are kept in {scratch}")
     else:
         shutil.rmtree(scratch, ignore_errors=True)
+    print(NEXT_STEP)
     failed = outcome.errors or outcome.lost or any(r["status"] == "failed" for r in outcome.done.values())
     if failed:
         print("flybench run: some cases failed or did not finish; each reason is in the table above and in the "

@@ -133,12 +133,19 @@ def main(args: argparse.Namespace) -> int:
                *(["--append-samples"] if args.append_samples else [])]
     code = 0
     chunks = _chunks(runnable)
-    for number, (workload, chunk) in enumerate(chunks.items(), start=1):
-        providers = sorted({c.provider for c in chunk})
-        print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
-        patterns = [arg for pattern in asv_regex(shape_set, chunk, args.case) for arg in ("--bench", pattern)]
-        done = subprocess.run(command + patterns, cwd=config.resolve().parent, env=env)
-        code = max(code, done.returncode)
+    from flybench.measure.record import path_for
+    from flybench.workers import Follower
+
+    # A line per case as it ends (a table rewritten in place on a terminal), read from the run's case records:
+    # asv itself says nothing until a workload's invocation ends, minutes later.
+    with Follower(path_for(results, machine, commit, run[envvars.ENV_NAME]), run[envvars.RUN_ID],
+                  _case_count(runnable, shape_set, args.case), device.name):
+        for number, (workload, chunk) in enumerate(chunks.items(), start=1):
+            providers = sorted({c.provider for c in chunk})
+            print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
+            patterns = [arg for pattern in asv_regex(shape_set, chunk, args.case) for arg in ("--bench", pattern)]
+            done = subprocess.run(command + patterns, cwd=config.resolve().parent, env=env)
+            code = max(code, done.returncode)
     print(f"results: {results / machine}")
     from flybench.cli._summary import print_run_summary
 
@@ -147,6 +154,9 @@ def main(args: argparse.Namespace) -> int:
         from flybench.cli._counters import counter_pass
 
         counter_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
+    from flybench.cli._dealt import NEXT_STEP
+
+    print(NEXT_STEP)
     if code:  # asv says 2 when a benchmark failed; here 2 means bad input, and failed cases are recorded
         print("flybench run: some cases failed or did not finish; each reason is in the table above and in the "
               "case records", file=sys.stderr)
@@ -187,16 +197,36 @@ def _chunks(runnable: list[Choice]) -> dict[str, list[Choice]]:
 
 
 def _print_availability(combos: list[Choice]) -> None:
+    """What runs here, a line per workload, and what cannot, a line per provider and reason (naming where):
+    one row per (workload, provider, dtype) was hundreds of lines before anything was measured."""
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     table = Table(title="providers on this machine", show_lines=False)
-    for column in ("workload", "provider", "dtype", "runs here?"):
+    for column in ("provider", "runs here?", "workloads (dtypes)"):
         table.add_column(column)
-    for c in combos:  # reasons as literal text: "pip install -e '.[jax]'" keeps its brackets
-        table.add_row(c.workload, c.provider, c.dtype, Text("yes" if c.reason is None else f"no: {c.reason}"))
+    for provider, reason, where in availability_rows(combos):  # reasons as literal text: "'.[jax]'" keeps its brackets
+        table.add_row(Text(provider), Text("yes" if reason is None else f"no: {reason}"), Text(where))
     Console().print(table)
+
+
+def availability_rows(combos: list[Choice]) -> list[tuple[str, str | None, str]]:
+    """(provider, reason or None, "attention (bf16, fp16), moe (bf16)") per provider and reason, runnable first."""
+    groups: dict[tuple[str, str | None], dict[str, list[str]]] = {}
+    for c in combos:
+        groups.setdefault((c.provider, c.reason), {}).setdefault(c.workload, []).append(c.dtype)
+    rows = [(provider, reason, ", ".join(f"{w} ({', '.join(dict.fromkeys(d))})" for w, d in where.items()))
+            for (provider, reason), where in groups.items()]
+    return sorted(rows, key=lambda r: (r[1] is not None, r[0], r[1] or ""))
+
+
+def _case_count(runnable: list[Choice], shape_set: str, cases: list[str] | None) -> int:
+    """How many measuring processes the run starts: each runnable (provider, dtype) times its workload's cases."""
+    from flybench.workloads import get_workload
+
+    return sum(len([c for c in get_workload(workload).cases(shape_set) if not cases or c.name in cases]) * len(chunk)
+               for workload, chunk in _chunks(runnable).items())
 
 
 def _asv_env_name(config: str) -> str:
