@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dashboard.names import provider_label
+from dashboard.names import provider_label, provider_labels
 from flybench.benchmark_names import is_own, series_name
 from flybench.hardware import PEAKS
 from flybench.regress.config import RegressConfig
@@ -243,8 +243,8 @@ def speedup_pairs(latest: pd.DataFrame) -> pd.DataFrame:
     pairs = pairs[pairs["provider"] != pairs["provider_base"]].rename(columns={"provider_base": "baseline"})
     ok = (pairs["status"] == "ok") & (pairs["status_base"] == "ok") & (pairs["value"] > 0)
     pairs["speedup"] = np.where(ok, pairs["value_base"] / pairs["value"].where(ok, 1.0), np.nan)
-    pairs["provider_label"] = pairs["provider"].map(provider_label)
-    pairs["baseline_label"] = pairs["baseline"].map(provider_label)
+    pairs["provider_label"] = provider_labels(pairs)
+    pairs["baseline_label"] = provider_labels(pairs, "baseline")
     pairs["shown"] = [_pair_label(r) for r in pairs.itertuples()]
     pairs["why"] = [" / ".join(w for w in (r.why, r.why_base) if w) for r in pairs.itertuples()]
     return pairs.reset_index(drop=True)
@@ -264,9 +264,9 @@ def best_baseline(pairs: pd.DataFrame) -> pd.DataFrame:
     several = ok[counts >= 2]
     best = several.loc[several.groupby(key, dropna=False)["value_base"].idxmin()].copy()
     best["best_of"] = counts[best.index].astype(int)
-    best["shown"] = [mark(f"{s:.2f}× vs {provider_label(b)} (best of {n})", p if p == q else "")
-                     for s, b, n, p, q in zip(best["speedup"], best["baseline"], best["best_of"],
-                                              best["provenance"], best["provenance_base"])]
+    best["shown"] = [mark(f"{s:.2f}× vs {label} (best of {n})", p if p == q else "")
+                     for s, label, n, p, q in zip(best["speedup"], provider_labels(best, "baseline"), best["best_of"],
+                                                  best["provenance"], best["provenance_base"])]
     return best.assign(baseline_label=BEST).reset_index(drop=True)
 
 
@@ -449,7 +449,7 @@ def series_labels(rows: pd.DataFrame) -> pd.Series:
     """A line within its machine's panel: the provider's label, with the environment where a machine has several
     (each of FlyDSL CI's pull requests is an environment of its own), marked † when imported."""
     # a foreign benchmark has no provider: its environment names the line
-    provider = rows["provider"].map(provider_label).where(rows["provider"].notna(), rows["env_name"])
+    provider = pd.Series(provider_labels(rows), index=rows.index).where(rows["provider"].notna(), rows["env_name"])
     several = rows.groupby("machine")["env_name"].transform("nunique") > 1
     label = provider.astype(str).where(~several, provider.astype(str) + " · " + rows["env_name"].astype(str))
     return pd.Series([mark(t, p) for t, p in zip(label, rows["provenance"])], index=rows.index, dtype=object)

@@ -18,7 +18,7 @@ PROVIDER_LABELS = {
     "hipblaslt": "hipBLASLt loop",
     "triton": "Triton (flybench)",
     "aiter-triton": "AITER Triton",
-    "xla": "XLA (ragged_dot)",
+    "xla": "XLA",
     "xla-dense": "XLA dense",
     "jax-triton": "Triton in jax.jit",
     "flydsl-jax": "FlyDSL in jax.jit",
@@ -28,6 +28,24 @@ PROVIDER_LABELS = {
 }
 
 
-def provider_label(provider: Any) -> str:
-    """The provider's display label; an id with no label (a provider of another suite) stays as it is."""
-    return PROVIDER_LABELS.get(provider, provider) if isinstance(provider, str) else ""
+WORKLOAD_LABELS = {
+    ("xla", "attention"): "XLA (dot_product_attention)",
+    ("xla", "moe"): "XLA (ragged_dot)",
+    ("xla", "mixtral_step"): "XLA (ragged_dot)",
+    ("xla", "gemm"): "XLA (matmul)",
+}
+"""Where what a provider runs depends on the workload: XLA's attention is no ragged_dot."""
+
+
+def provider_label(provider: Any, workload: Any = None) -> str:
+    """The provider's display label (on `workload`, where that changes what runs); an id with no label (a
+    provider of another suite) stays as it is."""
+    if not isinstance(provider, str):
+        return ""
+    return WORKLOAD_LABELS.get((provider, workload)) or PROVIDER_LABELS.get(provider, provider)
+
+
+def provider_labels(rows: Any, column: str = "provider") -> list[str]:
+    """`provider_label` of each row's `column`, on the row's workload where the rows have one."""
+    workloads = rows["workload"] if "workload" in rows else [None] * len(rows)
+    return [provider_label(p, w) for p, w in zip(rows[column], workloads)]

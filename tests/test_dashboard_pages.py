@@ -407,6 +407,20 @@ def test_one_case_reads_one_roof_fraction_on_overview_and_roofline(db: Dashboard
         assert stated and "memory copy (measured: gemm copy-1GiB (cublas))" in stated[0]
 
 
+def test_xla_is_named_by_what_it_runs_on_each_workload(db: DashboardDB) -> None:
+    """XLA's attention is jax.nn.dot_product_attention: it was labelled "XLA (ragged_dot)", the MoE's path."""
+    from dashboard.names import provider_label
+
+    assert provider_label("xla", "moe") == "XLA (ragged_dot)"
+    assert provider_label("xla", "attention") == "XLA (dot_product_attention)" and provider_label("xla") == "XLA"
+    if not db.has_h200:
+        pytest.skip("the real H200 results (results/flybench/dev-h200) are not in this checkout")
+    latest = frame(open_page(db.path, subject="flybench", machine="dev-h200"), "tflops")
+    xla = latest[latest["provider"] == "xla"]
+    assert len(xla) and not (xla["label"].str.startswith("attention") & (xla["provider_label"] == "XLA (ragged_dot)")).any()
+    assert "XLA (dot_product_attention)" in set(xla.loc[xla["label"].str.startswith("attention "), "provider_label"])
+
+
 def test_a_partial_newest_run_hides_no_provider(db: DashboardDB) -> None:
     """dev-h200's newest run measured jax-triton alone (83e5ed1b). The p64 case's Triton kernel (66 us, from an
     earlier run) stays on Overview and Roofline beside the jax.jit variant (485 us), as was once not the case."""

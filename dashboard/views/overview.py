@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, data, filters, frames, ui
-from dashboard.names import provider_label
+from dashboard.names import provider_label, provider_labels
 from flybench.benchmark_names import parse
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress import load_config
@@ -120,7 +120,7 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
 def latest_results(latest: pd.DataFrame) -> None:
     """Every provider's newest time per case, coloured by its fraction of the roofline."""
     measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), data.roofs())
-    measured["provider_label"] = measured["provider"].map(provider_label)
+    measured["provider_label"] = provider_labels(measured)
     unavailable = int((latest["status"] == "unavailable").sum())
     st.header("Latest results and fraction of the roofline reached", divider="gray")
     st.caption("Cell: median time. Colour: fraction of the roof the Roofline page draws for the case's machine "
