@@ -96,6 +96,17 @@ def test_an_alert_recovers_when_two_runs_are_back_and_a_one_run_blip_does_not_cl
     assert [e.event for e in found.events] == ["opened", "recovered"]
 
 
+def test_a_step_back_to_the_levels_of_a_recovered_alert_reopens_it_and_counts_a_flip() -> None:
+    """One alert per change of level: the fix closes it, the same slowdown coming back (long after, so the
+    series is not flipping between modes it has) reopens it instead of opening a second one."""
+    values = noisy(1000, 8, 1) + [940.0] * 6 + [1000.0] * 16 + [940.0] * 4
+    touched = {c: [(BENCH, "a")] for c in ("c08", "c30")}
+    found = replay({(BENCH, "a"): values}, attribution(len(values), touched))
+    [alert] = found.alerts
+    assert (alert.status, alert.flips) == ("open", 1)
+    assert [e.event for e in found.events] == ["opened", "recovered", "reopened"]
+
+
 def test_without_attribution_a_lone_series_needs_its_kernel_s_other_series() -> None:
     """Steps over ranges the store has no commits for are read together, as before: a lone series' step is
     dropped, two series of the kernel stepping together open alerts that say they rest on no attribution."""

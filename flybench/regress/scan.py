@@ -58,6 +58,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
@@ -108,7 +109,6 @@ class Attribution:
         self._order = list(changes["hash"])
         self._position = {h: i for i, h in enumerate(self._order)}
         self._pr = {h: (None if pd.isna(pr) else int(pr)) for h, pr in zip(changes["hash"], changes["merged_pr"])}
-        self._title = dict(zip(changes["hash"], changes["title"]))
         self._touches: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)
         for benchmark, params, commit, files in zip(touches["benchmark"], touches["params"], touches["hash"],
                                                     touches["files"]):
@@ -117,7 +117,7 @@ class Attribution:
                         zip(paired["benchmark"], paired["params"], paired["pr"], paired["delta_pct"])}
 
     @classmethod
-    def stored(cls, db_path: object, subject: str, machine: str) -> Attribution:
+    def stored(cls, db_path: str | Path, subject: str, machine: str) -> Attribution:
         return cls(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
                    queries.paired_changes(db_path, subject, machine))
 
