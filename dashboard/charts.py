@@ -10,6 +10,7 @@ dashed line.
 from __future__ import annotations
 
 import json
+import math
 
 import altair as alt
 import numpy as np
@@ -62,24 +63,54 @@ def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: 
     ).resolve_scale(x="independent", y="independent")
 
 
-def date_scale(dates: pd.Series) -> alt.Scale:
-    """A commit-date axis with room for the newest point on its right edge; a lone date gets a day either side
-    instead of a zero-width axis."""
-    dates = dates.dropna()
-    if dates.nunique() == 1:
-        return alt.Scale(domain=[(dates.min() + pd.Timedelta(days=d)).isoformat() for d in (-1, 1)])
-    return alt.Scale(padding=14)
+GAP_DAYS = 3
+"""Days between two neighbouring commits that a commit axis marks as a gap."""
 
 
-def commit_axis(ticks: dict[int, str]) -> alt.X:
-    """The x axis of a history: commits in order, one step each as asv draws them, labelled with the dates of
-    `ticks` (position -> text)."""
+def commit_order(rows: pd.DataFrame) -> pd.Series:
+    """Each row's commit's place on a commit axis: the commits of `rows` by date (then hash), one step each."""
+    place = rows.drop_duplicates("commit_hash").sort_values(["commit_date", "commit_hash"], na_position="first")
+    return rows["commit_hash"].map({h: i for i, h in enumerate(place["commit_hash"])})
+
+
+def commit_ticks(rows: pd.DataFrame, most: int = 8) -> tuple[dict[int, str], pd.DataFrame]:
+    """Up to `most` evenly spread commit positions (`order`), the first and the last always among them, labelled
+    with their dates, and the gaps: positions whose commit came GAP_DAYS or more after the one before it
+    (columns order, days)."""
+    dated = rows.drop_duplicates("order").sort_values("order")[["order", "commit_date"]]
+    if dated.empty:
+        return {}, pd.DataFrame(columns=["order", "days"])
+    shown = min(most, len(dated))
+    picks = sorted({round(i * (len(dated) - 1) / max(1, shown - 1)) for i in range(shown)})
+    ticks = {int(dated["order"].iloc[i]): f"{dated['commit_date'].iloc[i]:%Y-%m-%d}" for i in picks}
+    days = dated["commit_date"].diff().dt.days
+    gaps = dated.assign(days=days)[days >= GAP_DAYS][["order", "days"]].astype({"days": int})
+    return ticks, gaps.reset_index(drop=True)
+
+
+def commit_axis(ticks: dict[int, str], last: int | None = None, title: str = "commits in order (labels: commit date)"
+                ) -> alt.X:
+    """The x axis of a history: commits in order (`order`), one step each as asv draws them, labelled with the
+    dates of `ticks` (position -> text). The domain runs to `last` (the last position drawn; the last tick
+    without it), so no point falls outside the plot."""
     names = json.dumps({str(k): v for k, v in ticks.items()})
-    top = max(ticks) if ticks else 0
-    return alt.X("order:Q", title="commits in order (labels: commit date)",
-                 scale=alt.Scale(domain=[-0.5, top + 0.5], nice=False),
+    top = max([*ticks, *([last] if last is not None else [])], default=0)
+    return alt.X("order:Q", title=title, scale=alt.Scale(domain=[-0.5, top + 0.5], nice=False),
                  axis=alt.Axis(values=sorted(ticks), labelExpr=f"{names}[''+datum.value] || ''", labelAngle=0,
                                grid=False))
+
+
+def in_commit_order(rows: pd.DataFrame, title: str = "commits in order (labels: commit date)"
+                    ) -> tuple[pd.DataFrame, alt.X]:
+    """`rows` with their place on a commit axis (`order`) and that axis: what every chart across commits draws
+    on, as History does."""
+    rows = rows.assign(order=commit_order(rows))
+    ticks, _ = commit_ticks(rows)
+    return rows, commit_axis(ticks, int(rows["order"].max()) if len(rows) else None, title)
+
+
+NUMBER_FORMAT = ",.4~r"
+"""A numeric axis's labels: at most four significant digits, thousands grouped, never scientific notation."""
 
 
 def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
@@ -105,12 +136,12 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
     data = pd.concat([rows.assign(layer=rows["status"].where(rows["status"] == "failed", "point")),
                       bands.assign(layer="band"), steps.assign(layer="step"), gap_rows.assign(layer="gap")],
                      ignore_index=True)
-    x = commit_axis(ticks or {})
+    x = commit_axis(ticks or {}, int(rows["order"].max()) if len(rows) else None)
     color = alt.Color("series:N", title="provider", scale=CATEGORIES,
                       legend=alt.Legend(orient="right", labelLimit=320, symbolOpacity=1))
     y_scale = alt.Scale(type="log") if log else alt.Scale(zero=False)
     y = alt.Y("y:Q", title=unit_label + (" (log scale)" if log else ""), scale=y_scale,
-              axis=alt.Axis(format=",.4~r", tickCount=5))
+              axis=alt.Axis(format=NUMBER_FORMAT, tickCount=5))
     tooltip = [alt.Tooltip("series:N", title="provider"), alt.Tooltip("provider:N", title="provider id"),
                alt.Tooltip("panel:N", title="machine"),
                alt.Tooltip("short:N", title="commit"),
@@ -155,18 +186,38 @@ def change_bars(frame: pd.DataFrame, title: str) -> alt.Chart:
 
     Cases without a finite change (one side failed, or a step from 0, as 0 -> 28
     AGPRs) have no bar to draw and are left to the table; the legend names only
-    the verdicts drawn, in full.
+    the verdicts drawn, in full. The axis's ticks are set here, each labelled
+    with as many decimals as their spacing needs, so no two read alike
+    (-0.4% to +0.3% once read "-0%, -0%, +0%, +0%").
     """
     shown = frame[np.isfinite(frame["change"].astype(float))]
     drawn = [v for v in VERDICT_COLORS if v in set(shown["verdict"])]
+    values, fmt = percent_ticks(shown["change"].astype(float))
     return alt.Chart(shown).mark_bar().encode(
-        x=alt.X("change:Q", title=title, axis=alt.Axis(format="+.0%")),
+        x=alt.X("change:Q", title=title, scale=alt.Scale(domain=[values[0], values[-1]], nice=False),
+                axis=alt.Axis(format=fmt, values=values)),
         y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=420)),
         color=alt.Color("verdict:N", scale=alt.Scale(domain=drawn, range=[VERDICT_COLORS[v] for v in drawn]),
                         legend=alt.Legend(orient="bottom", labelLimit=0, title=None)),
         tooltip=["label:N", "verdict:N", "base_text:N", "head_text:N",
                  alt.Tooltip("change:Q", format="+.1%"), "evidence:N"],
     ).properties(height=max(120, 24 * len(shown)))
+
+
+def percent_ticks(changes: pd.Series, count: int = 6) -> tuple[list[float], str]:
+    """Tick positions for relative changes (0 and every bar inside them, at a round step: 1, 2 or 5 times a
+    power of ten, about `count` of them) and the percent format whose decimals tell each from its neighbours."""
+    low, high = min(0.0, float(changes.min()) if len(changes) else 0.0), max(0.0, float(changes.max()) if
+                                                                              len(changes) else 0.0)
+    high = high if high > low else low + 0.01  # no bar, or one of 0: an axis from 0 to 1%
+    span = high - low
+    raw = span / max(1, count - 1)
+    step = 10 ** math.floor(math.log10(raw))
+    step *= next(m for m in (1, 2, 5, 10) if step * m >= raw * (1 - 1e-9))
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    decimals = max(0, -math.floor(math.log10(step * 100) + 1e-9))
+    values = [round(i * step, decimals + 4) for i in range(first, last + 1)]
+    return values, f"+.{decimals}%"
 
 
 def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
@@ -176,8 +227,9 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
     faceted chart serves any number of machines.
     """
     data = pd.concat([points.assign(layer="point"), roofs.assign(layer="roof")], ignore_index=True)
-    x = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)")
-    y = alt.Y("tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s")
+    x = alt.X("intensity:Q", scale=alt.Scale(type="log"), title="arithmetic intensity (FLOP/byte)",
+               axis=alt.Axis(format=NUMBER_FORMAT))
+    y = alt.Y("tflops:Q", scale=alt.Scale(type="log"), title="achieved TFLOP/s", axis=alt.Axis(format=NUMBER_FORMAT))
     base = alt.Chart(data).encode(x=x, y=y)
     lines = base.mark_line(color="#555555", strokeDash=[5, 3]).encode(detail="roof:N", tooltip=["roof:N"]) \
         .transform_filter("datum.layer == 'roof'")
@@ -196,23 +248,27 @@ def roofline(points: pd.DataFrame, roofs: pd.DataFrame) -> alt.FacetChart:
 
 
 def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
-    """One kernel: a small chart per metric, each architecture as a step line across commits.
+    """One kernel: a small chart per metric (headed with its unit), each architecture as a step line across the
+    commits in order (History's axis).
 
     Architectures differ in colour, dash and point shape, so two with identical
     values stay apart (the dashed one drawn over the solid). A failed compile
     (`status` not ok) breaks its line and is a red cross on the panel's bottom
     edge, never bridged as if the metric had held.
     """
-    frame = frame[["metric_label", "arch", "commit_date", "value", "unit", "short", "message", "status"]].assign(
-        value=lambda f: f["value"].where(f["status"] == "ok"))
-    x = alt.X("commit_date:T", title="commit date")
+    frame = frame[["metric_label", "arch", "commit_hash", "commit_date", "value", "unit", "short", "message",
+                   "status"]].assign(value=lambda f: f["value"].where(f["status"] == "ok"))
+    frame = frame.assign(panel=[f"{m} ({unit_text(u)})" if unit_text(u) else m
+                                for m, u in zip(frame["metric_label"], frame["unit"])])
+    frame, x = in_commit_order(frame)
+    frame = frame.drop(columns="commit_hash")
     arch = {"color": alt.Color("arch:N", title="architecture", scale=CATEGORIES, legend=alt.Legend(orient="right")),
             "strokeDash": alt.StrokeDash("arch:N", title="architecture"),
             "shape": alt.Shape("arch:N", title="architecture")}
     tooltip = ["arch:N", "metric_label:N", alt.Tooltip("value:Q", format=",~g"), "unit:N",
                alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"), "message:N",
                "status:N"]
-    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=",~g", tickCount=4))
+    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER_FORMAT, tickCount=4))
     base = alt.Chart().encode(x=x)
     layers = alt.layer(
         base.mark_line(interpolate="step-after", invalid=None).encode(y=y, color=arch["color"],
@@ -223,6 +279,14 @@ def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
             y=alt.value({"expr": "height - 4"}), tooltip=tooltip).transform_filter("datum.status != 'ok'"),
         data=frame)
     return layers.properties(height=PANEL_HEIGHT // 2, width=PANEL_WIDTH).facet(
-        row=alt.Row("metric_label:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
-                                                                     labelOrient="top", labelFontWeight="bold")),
+        row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
+                                                            labelFontWeight="bold")),
     ).resolve_scale(y="independent")
+
+
+UNIT_TEXT = {"count": "", "waves": "waves per SIMD", "seconds": "s"}
+
+
+def unit_text(unit: object) -> str:
+    """A unit as a panel's header names it ('' where the metric's name says it all)."""
+    return UNIT_TEXT.get(unit, unit) if isinstance(unit, str) else ""

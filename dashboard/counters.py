@@ -40,22 +40,37 @@ def figure_frame(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def chart(frame: pd.DataFrame) -> alt.FacetChart:
-    """A small multiple per figure (own y scale), a line per provider and machine, across commit dates."""
-    order = [DERIVED[n].label for n in SHOWN]
+    """A small multiple per figure (own y scale, headed with its unit), a line per provider and machine, across
+    the commits in order (History's axis)."""
+    heads = {name: panel_head(name) for name in SHOWN}
+    drawn = frame[[*FIELDS, "counter", "commit_hash"]].assign(
+        panel=frame["counter"].map(heads),
+        drawn=[v * 100 if DERIVED[n].unit == "fraction" else v for n, v in zip(frame["counter"], frame["value"])])
+    drawn, x = charts.in_commit_order(drawn)
     base = alt.Chart().encode(
-        x=alt.X("commit_date:T", title="commit date", scale=charts.date_scale(frame["commit_date"]),
-                axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
+        x=x,
+        y=alt.Y("drawn:Q", title=None, scale=alt.Scale(zero=False),
+                axis=alt.Axis(format=charts.NUMBER_FORMAT, tickCount=4)),
         color=alt.Color("provider:N", scale=charts.CATEGORIES, legend=alt.Legend(orient="right", labelLimit=320)),
         detail="machine:N",
         tooltip=[alt.Tooltip("figure:N"), alt.Tooltip("provider:N"), alt.Tooltip("machine:N"),
-                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("shown:N", title="value"),
-                 alt.Tooltip("tool:N", title="counted by")])
+                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"),
+                 alt.Tooltip("shown:N", title="value"), alt.Tooltip("tool:N", title="counted by")])
     layers = alt.layer(base.mark_line(opacity=0.6), base.mark_point(filled=True, size=50),
-                       data=frame[FIELDS]).properties(width=charts.PANEL_WIDTH, height=110)
-    return layers.facet(row=alt.Row("figure:N", title=None, sort=order, header=alt.Header(
+                       data=drawn.drop(columns=["counter", "commit_hash"])).properties(
+        width=charts.PANEL_WIDTH, height=110)
+    return layers.facet(row=alt.Row("panel:N", title=None, sort=[heads[n] for n in SHOWN], header=alt.Header(
         labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13, labelFontWeight="bold"))
     ).resolve_scale(y="independent")
+
+
+FIGURE_UNITS = {"fraction": "%", "ratio": "ratio"}
+
+
+def panel_head(name: str) -> str:
+    """A figure's panel header: its label and the unit its axis reads in (fractions drawn as percent)."""
+    figure = DERIVED[name]
+    return f"{figure.label} ({FIGURE_UNITS.get(figure.unit, figure.unit)})"
 
 
 def why_frame(frame: pd.DataFrame, base: str, head: str) -> pd.DataFrame:

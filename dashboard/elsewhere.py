@@ -31,24 +31,30 @@ def rate_frame(rows: pd.DataFrame) -> pd.DataFrame:
                        short=rows["commit_hash"].str[:8], run=run).reset_index(drop=True)
 
 
-def chart(frame: pd.DataFrame) -> alt.FacetChart:
-    """TFLOP/s across each machine's own commits, a line per provider and run (main, each pull request),
-    imported points their own shape."""
-    base = alt.Chart().encode(
-        x=alt.X("commit_date:T", title="commit date (each system's own repository)", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("tflops:Q", title="TFLOP/s", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g", tickCount=4)),
-        color=alt.Color("provider:N", scale=charts.CATEGORIES, legend=alt.Legend(orient="right", labelLimit=320)),
-        tooltip=[alt.Tooltip("provider:N"), alt.Tooltip("panel:N", title="machine"),
-                 alt.Tooltip("short:N", title="commit"), alt.Tooltip("subject:N", title="repository"),
-                 alt.Tooltip("run:N"), alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4~g"),
-                 alt.Tooltip("provenance:N", title="measured by")])
-    layers = alt.layer(base.mark_line(opacity=0.5).encode(detail="run:N"),  # a pull request is not main's line
-                       base.mark_point(filled=True, size=40).encode(
-                           shape=alt.Shape("provenance:N", title="measured by")),
-                       data=frame[FIELDS]).properties(width=charts.PANEL_WIDTH, height=150)
-    return layers.facet(row=alt.Row("panel:N", title=None, header=alt.Header(
-        labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13, labelFontWeight="bold"))
-    ).resolve_scale(x="independent", y="independent")
+def chart(frame: pd.DataFrame) -> alt.VConcatChart:
+    """TFLOP/s across each machine's own commits in order (History's axis: each panel its repository's commits),
+    a line per provider and run (main, each pull request), imported points their own shape."""
+    panels = []
+    for panel, rows in frame.groupby("panel", sort=True):
+        rows, x = charts.in_commit_order(rows[[*FIELDS, "commit_hash"]],
+                                         "commits in order, this system's own repository (labels: commit date)")
+        base = alt.Chart().encode(
+            x=x,
+            y=alt.Y("tflops:Q", title="TFLOP/s", scale=alt.Scale(zero=False),
+                    axis=alt.Axis(format=charts.NUMBER_FORMAT, tickCount=4)),
+            color=alt.Color("provider:N", scale=charts.CATEGORIES, legend=alt.Legend(orient="right", labelLimit=320)),
+            tooltip=[alt.Tooltip("provider:N"), alt.Tooltip("panel:N", title="machine"),
+                     alt.Tooltip("short:N", title="commit"), alt.Tooltip("commit_date:T", title="date"),
+                     alt.Tooltip("subject:N", title="repository"), alt.Tooltip("run:N"),
+                     alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4~g"),
+                     alt.Tooltip("provenance:N", title="measured by")])
+        panels.append(alt.layer(base.mark_line(opacity=0.5).encode(detail="run:N"),  # a PR is not main's line
+                                base.mark_point(filled=True, size=40).encode(
+                                    shape=alt.Shape("provenance:N", title="measured by")),
+                                data=rows.drop(columns="commit_hash")).properties(
+            width=charts.PANEL_WIDTH, height=150,
+            title=alt.TitleParams(str(panel), anchor="start", fontSize=13, fontWeight="bold")))
+    return alt.vconcat(*panels).resolve_scale(x="independent", y="independent")
 
 
 def section(load, workload: str, case: str, dtype: str, rule: set[str] | None) -> None:

@@ -50,9 +50,14 @@ def test_the_figures_drawn_are_labelled_as_a_person_reads_them(db):
 def test_the_chart_is_one_small_multiple_per_figure(db):
     frame = counters.figure_frame(queries.case_counter_history(db, BENCHMARK, PARAMS))
     spec = vega_spec(counters.chart(frame))
-    assert spec["facet"]["row"]["field"] == "figure"
+    assert spec["facet"]["row"]["field"] == "panel"
+    assert spec["facet"]["row"]["sort"] == ["DRAM / minimum (ratio)", "DRAM bandwidth (GB/s)", "L2 hit rate (%)",
+                                            "matrix busy (%)", "occupancy (%)", "LDS conflicts / instr (ratio)"]
     assert spec["resolve"]["scale"]["y"] == "independent"  # a ratio and a GB/s never share an axis
     assert spec["spec"]["height"] >= 100
+    x, y = (spec["spec"]["layer"][0]["encoding"][c] for c in ("x", "y"))
+    assert x["field"] == "order" and "commits in order" in x["title"]  # History's axis, not the wall clock
+    assert y["axis"]["format"] == ",.4~r"  # never 1.2e+3
 
 
 def test_why_lines_up_base_and_head_with_the_change():
@@ -110,6 +115,11 @@ def test_a_case_shows_its_measured_and_imported_rates_side_by_side(ci_store, mon
     assert any(p.startswith("sm_90 · dev-h200") and not p.endswith("†") for p in rows["panel"])
     spec = vega_spec(elsewhere.chart(rows))
     assert spec["resolve"]["scale"]["x"] == "independent"  # each system along its own repository's commits
+    for panel in spec["vconcat"]:
+        x = panel["layer"][0]["encoding"]["x"]
+        assert x["field"] == "order" and x["title"].startswith("commits in order")  # in commit order, as History
+        assert panel["layer"][0]["encoding"]["y"]["title"] == "TFLOP/s"
+    assert {p["title"]["text"] for p in spec["vconcat"]} == set(rows["panel"])
     monkeypatch.setenv("FLYBENCH_DB", str(ci_store))
     for benchmark, case in (("moe_stage.Quick.track_time", "t64-d6144x1024-e128k8-s1, fp8"),
                             ("moe_stage.FlydslCI.track_tflops", "t64-d6144x1024-e128k8-s1, moe_gemm1, fp8")):

@@ -32,8 +32,6 @@ COLUMNS = ["panel", "series", "provider", "order", "short", "commit_date", "run"
 STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "author", "what",
                 "alert", "bisect"]
 SERIES = ["machine", "env_name", "params"]
-GAP_DAYS = 3  # days between two neighbouring commits that the history marks as a gap (a comment: a page's bare
-# string would be drawn by Streamlit)
 
 
 def main() -> None:
@@ -110,12 +108,12 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
                    "Narrow the filters (provider, imported runs) to see the others.")
     steps = step_marks(steps, rows, benchmark, subject)
     bands = frames.threshold_band(rows, load_config(), rows.attrs["factor"])
-    ticks, gaps = commit_ticks(rows)
+    ticks, gaps = charts.commit_ticks(rows)
     ui.chart(charts.history(rows, bands, steps, rows.attrs["axis"], log, ticks, gaps), rows, f"history-{subject}",
              COLUMNS, stretch=False)
     if len(gaps):
         st.caption("The axis is the commits in order, as asv draws them: a dotted grey rule marks "
-                   f"{len(gaps)} place(s) where {GAP_DAYS} days or more passed between two commits.")
+                   f"{len(gaps)} place(s) where {charts.GAP_DAYS} days or more passed between two commits.")
     st.caption("Shaded around each line: the alert threshold, " + (bands["band"].iloc[0] if not bands.empty else "")
                + " (flybench.toml [regress]); a narrower tint: the 99% interval of each value.")
     thinned = rows.drop_duplicates(["panel", "series"])["series_rows"]
@@ -141,25 +139,11 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
         "bisect": st.column_config.TextColumn("bisect command")})
 
 
-def commit_ticks(rows: pd.DataFrame, most: int = 8) -> tuple[dict[int, str], pd.DataFrame]:
-    """Up to `most` evenly spread commit positions labelled with their dates, and the gaps: positions whose
-    commit came GAP_DAYS or more after the one before it (columns order, days)."""
-    dated = rows.drop_duplicates("order").sort_values("order")[["order", "commit_date"]]
-    if dated.empty:
-        return {}, pd.DataFrame(columns=["order", "days"])
-    picks = sorted({round(i * (len(dated) - 1) / max(1, most - 1)) for i in range(min(most, len(dated)))})
-    ticks = {int(dated["order"].iloc[i]): f"{dated['commit_date'].iloc[i]:%Y-%m-%d}" for i in picks}
-    days = dated["commit_date"].diff().dt.days
-    gaps = dated.assign(days=days)[days >= GAP_DAYS][["order", "days"]].astype({"days": int})
-    return ticks, gaps.reset_index(drop=True)
-
-
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows ready to draw: panel and line labels, commit message and link, scaled values, texts, and each
     commit's place on the axis (`order`: commits of every drawn series, by date)."""
     out = commits.annotate(frames.without_failed_values(rows), data.load("commit_titles"))
-    place = out.drop_duplicates("commit_hash").sort_values(["commit_date", "commit_hash"], na_position="first")
-    out["order"] = out["commit_hash"].map({h: i for i, h in enumerate(place["commit_hash"])})
+    out["order"] = charts.commit_order(out)
     out["panel"] = frames.panel_labels(out)
     out["series"] = frames.series_labels(out)
     out["run"] = run_text(out)
