@@ -16,7 +16,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, frames, ui
+from dashboard import charts, filters, frames, ui
 from dashboard.names import provider_label
 from flybench.counters import DERIVED, format_figure
 from flybench.regress.report import literal_markdown
@@ -165,10 +165,10 @@ def section(load, benchmark: str, params: list[str], machines: list[str], subjec
                       measured["commit_date"].dt.strftime("%Y-%m-%d").fillna("")))
     base_default, head_default = _pair(hashes, steps)
     left, right = st.columns(2)
-    base = left.selectbox("Why: base commit", hashes, index=hashes.index(base_default), format_func=labels.get,
-                          key=f"counters-base-{subject}")
-    head = right.selectbox("head commit", hashes, index=hashes.index(head_default), format_func=labels.get,
-                           key=f"counters-head-{subject}")
+    base = filters.pick_one("Why: base commit", f"counters-base-{subject}", hashes, default=base_default,
+                            format_func=labels.get, where=left)  # in the URL by hash, as Compare's commits
+    head = filters.pick_one("head commit", f"counters-head-{subject}", hashes, default=head_default,
+                            format_func=labels.get, where=right)
     ui.table(why_frame(frame, base, head), f"counters-why-{subject}", WHY_COLUMNS)
     with st.expander("Kernels of the profiled call at base and head"):
         for machine in sorted(frame["machine"].unique()):

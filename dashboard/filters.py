@@ -45,35 +45,45 @@ def pick_many(label: str, key: str, values: Iterable[Any], help: str | None = No
 
 
 def pick_one(label: str, key: str, values: Sequence[Any], default: Any = None, sidebar: bool = True,
-             format_func: Callable[[Any], str] | None = None, help: str | None = None) -> Any:
+             format_func: Callable[[Any], str] | None = None, help: str | None = None, where: Any = None) -> Any:
     """One value (the default, else the first, until someone picks); None when there is nothing to pick.
 
     With `format_func` the options read as labels while the URL keeps the value
     itself (a commit's hash, a benchmark's id): a bound widget would write its
-    label into the URL, so that one is kept in step with the URL by hand.
+    label into the URL, so that one is kept in step with the URL by hand. A
+    value the URL names stays in it, the default too (a link names what it
+    showed); one that matches no option is said, as literal text, and the
+    default shown. `where` places the widget (a column); else the sidebar or
+    the page.
     """
     options = list(dict.fromkeys(values))
     if not options:
         return None
-    where = st.sidebar if sidebar else st
+    where = where if where is not None else st.sidebar if sidebar else st
     index = options.index(default) if default in options else 0
-    if format_func is None:
-        return where.selectbox(label, options, index=index, key=key, bind="query-params", help=help)
     fallback = options[index]
     wanted = st.query_params.get(key)
     text = {str(o): o for o in options}
-    if key not in st.session_state and wanted is not None:
-        if wanted in text:
-            index = options.index(text[wanted])
-        else:
-            st.warning(f"{label} {literal_markdown(wanted)}: nothing on this page for it. "
-                       f"Showing {literal_markdown(format_func(fallback))}.")
+    if key not in st.session_state and wanted is not None and wanted not in text:
+        shown = format_func(fallback) if format_func else str(fallback)
+        st.warning(f"{label} {literal_markdown(wanted)}: nothing on this page for it. "
+                   f"Showing {literal_markdown(shown)}.")
+    if format_func is None:
+        return where.selectbox(label, options, index=index, key=key, bind="query-params", help=help)
+    if key not in st.session_state and wanted in text:
+        index = options.index(text[wanted])
     choice = where.selectbox(label, options, index=index, key=key, format_func=format_func, help=help)
-    if choice == fallback:
-        st.query_params.pop(key, None)  # as a bound widget does: the default leaves the URL clean
-    else:
-        st.query_params[key] = str(choice)
+    if str(choice) != st.query_params.get(key) and (choice != fallback or key in st.query_params):
+        st.query_params[key] = str(choice)  # a choice, or a link's value changed back to the default
     return choice
+
+
+def known(label: str, key: str, options: Sequence[str]) -> None:
+    """Say a value of `key` in the URL that none of `options` matches (a bound radio or toggle would ignore it)."""
+    wanted = st.query_params.get(key)
+    if key not in st.session_state and wanted is not None and wanted not in options:
+        st.warning(f"{label} {literal_markdown(wanted)}: no such choice (choices: "
+                   f"{literal_markdown(', '.join(options))}).")
 
 
 def scope(facets: pd.DataFrame, fields: Sequence[str] = tuple(f for f, _ in SCOPE)) -> pd.DataFrame:
@@ -106,6 +116,7 @@ def run_rule(facets: pd.DataFrame) -> set[str] | None:
     contexts = set(facets["run_context"].dropna())
     if not contexts - {"main"}:
         return None
+    known("Imported runs", "runs", RUNS)
     choice = st.sidebar.radio("Imported runs", RUNS, key="runs", bind="query-params",
                               help="FlyDSL's CI measured main pushes and pull requests; each PR is its own series. "
                                    "flybench's own results are always shown.")

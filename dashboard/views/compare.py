@@ -33,6 +33,7 @@ def main() -> None:
     st.title("Compare")
     data.require_data()
     facets, rule = data.facets()
+    filters.known("Compare", "mode", MODES)
     mode = st.radio("Compare", MODES, horizontal=True, key="mode", bind="query-params")
     repo = filters.pick_one("Subject (repository)", "repo", subjects(facets), sidebar=False)
     mine = facets[facets["subject"] == repo]

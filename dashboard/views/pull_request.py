@@ -48,14 +48,20 @@ def main() -> None:
     main_rows = data.load("imported_runs", context="main")
     cases = frames.pull_request_cases(mine, main_rows, load_config())
     pushes = push_table(cases)
-    push = filters.pick_one("Push", "push", list(pushes["push"]), sidebar=False,
-                            help="The pull request's commits, newest first; each was measured by its own CI job.")
+    hashes = list(pushes["commit_hash"])
+    labels = dict(zip(hashes, pushes["push"]))
+    by_prefix(hashes)
+    chosen_hash = filters.pick_one("Push", "push", hashes, sidebar=False, format_func=labels.get,
+                                   help="The pull request's commits, newest first; each was measured by its own CI "
+                                        "job. The link names it by its hash (`?push=` takes a prefix of 7 or more).")
+    push = labels[chosen_hash]
     st.subheader(f"Pushes of #{pr}")
     ui.table(pushes, f"pr-{pr}-pushes", PUSH_COLUMNS, column_config={
         "job_time": st.column_config.DatetimeColumn("CI job", format="YYYY-MM-DD HH:mm"),
         "flagged": st.column_config.NumberColumn("flagged by the CI (theirs)")})
-    chosen = cases[cases["commit_hash"].str.startswith(push.split()[0])].copy()
+    chosen = cases[cases["commit_hash"] == chosen_hash].copy()
     chosen["label"] = frames.imported_label(chosen)
+    chosen["unit"] = chosen["unit"].map(frames.unit_label)  # FlyDSL CI's TFLOPS reads TFLOP/s, as on every page
     chosen["vs_main"] = chosen["vs_main"] / 100
     chosen["ci_run"] = [ui.ci_run_link(s, r) for s, r in zip(chosen["source"], chosen["source_run"])]
     chosen["history"] = ui.history_links(chosen)
@@ -73,6 +79,19 @@ def main() -> None:
         "ci_run": st.column_config.LinkColumn("CI run", display_text="open"),
         "history": st.column_config.LinkColumn("history", display_text="open")})
     ui.provenance_note(chosen)
+
+
+def by_prefix(hashes: list[str]) -> None:
+    """A push named in the URL by a prefix of its hash (7 characters or more, as git abbreviates it; or the
+    push's label, hash first) is named by its full hash from here on; anything else is left for the picker to
+    say it matches nothing."""
+    wanted = st.query_params.get("push")
+    if wanted is None or "push" in st.session_state or wanted in hashes:
+        return
+    token = wanted.split()[0].lower() if wanted.split() else ""
+    found = [h for h in hashes if len(token) >= 7 and h.startswith(token)]
+    if len(found) == 1:
+        st.query_params["push"] = found[0]
 
 
 def push_table(cases: pd.DataFrame) -> pd.DataFrame:
