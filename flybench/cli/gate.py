@@ -404,15 +404,30 @@ def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[st
                *[arg for k in kernels for arg in ("-k", k)], *[arg for a in arches or () for arg in ("--arch", a)]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(build.pythonpath),
            envvars.COMPILE_CACHE: str(cache / "compile-cache")}
-    done = subprocess.run(command, cwd=build.cwd, env=env, capture_output=True, text=True)
+    returncode, stdout, stderr = _streamed(command, build.cwd, env, f"compile {commit[:8]}: ")
     try:
-        records = json.loads(done.stdout)
+        records = json.loads(stdout)
     except ValueError:
         records = None
-    if done.returncode == 2 or not isinstance(records, list):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise FlybenchError(f"the compile half of {commit[:8]} gave no records (exit {done.returncode}): {tail}")
+    if returncode == 2 or not isinstance(records, list):
+        tail = (stderr.strip().splitlines() or ["no output"])[-1]
+        raise FlybenchError(f"the compile half of {commit[:8]} gave no records (exit {returncode}): {tail}")
     return records
+
+
+def _streamed(command: list[str], cwd, env: dict[str, str], prefix: str) -> tuple[int, str, str]:
+    """Run `command`, its stderr (the compile's line per kernel, with the count done and left) passed on to
+    ours line by line as it comes, each line after `prefix`; its stdout kept. Returns exit status, stdout,
+    stderr."""
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            print(prefix + line.rstrip("\n"), file=sys.stderr, flush=True)
+        proc.wait()
+        out.seek(0)
+        return proc.returncode, out.read(), "".join(lines)
 
 
 DEBUG_DIRECTIVES = (".file", ".loc", ".cfi_", ".section\t.debug", ".section .debug", "$L__", ".Ltmp", ".Lfunc_end",

@@ -56,6 +56,9 @@ def measure(requests: list[tuple[KernelCase, str]], checkout: str | Path | None 
         results.append(ready or cached)
         if job and cached is None:
             pending.setdefault((case.backend, arch), []).append((index, job))
+    if progress and pending:
+        waiting = sum(len(items) for items in pending.values())
+        progress(f"{len(requests) - waiting} of {len(requests)} compiles cached or unavailable; compiling {waiting}")
     batches = [Batch(backend, arch, [j for _, j in items], _environment(backend, arch, toolkit, src), timeout_s)
                for (backend, arch), items in pending.items()]
     run_batches(batches, parallel or os.cpu_count() or 1, root, progress)

@@ -56,6 +56,15 @@ def run_batches(batches: list[Batch], parallel: int, root: Path,
     """Run every batch to completion with at most `parallel` workers alive at once."""
     say = progress or (lambda _: None)
     queue, active = list(batches), []
+    total = sum(len(b.jobs) for b in batches)
+    count = {"done": 0}
+
+    def finished(batch: Batch, before: int) -> None:
+        """A line per kernel ended: which, and how many are done and left of this run's compiles."""
+        for index in range(before, batch.next):
+            count["done"] += 1
+            say(f"compiled {_name(batch, index)} for {batch.arch}: {count['done']} of {total} done, "
+                f"{total - count['done']} left")
     while queue or active:
         while queue and len(active) < max(parallel, 1):
             batch = queue.pop(0)
@@ -63,7 +72,9 @@ def run_batches(batches: list[Batch], parallel: int, root: Path,
             active.append(batch)
         time.sleep(POLL_S)
         for batch in list(active):
+            before = batch.next
             _poll(batch, root, say)
+            finished(batch, before)
             if batch.finished:
                 active.remove(batch)
                 shutil.rmtree(batch.workdir, ignore_errors=True)
