@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,7 +114,8 @@ def test_progress_lines_name_worker_case_and_reason(faults):
     assert len(text) == len(CASES) and text[-1].startswith(f"[{len(CASES)}/{len(CASES)}] GPU ")
     assert any(line.endswith("fault tiny hang stub fp32: failed: timed out: still measuring after 3 s (asv stops a "
                              "tiny case at 4 s); its process was ended") for line in text)
-    assert any(": fault tiny a stub fp32: ok (0.1 s)" in line for line in text)
+    # the case's time is shown, whatever it is: it sleeps 0.05 s, which a loaded machine stretches
+    assert any(re.search(r": fault tiny a stub fp32: ok \((\d+\.\d) s\)$", line) for line in text), text
 
 
 def test_the_terminal_table_shows_each_worker():
