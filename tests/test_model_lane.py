@@ -191,9 +191,13 @@ def test_a_trace_of_the_step_attributes_its_kernels_to_every_role(tmp_path) -> N
     step = jax.jit(lambda p, t, c: mixtral.step(p, t, c, 0, config=CONFIG, moe="ragged_dot"))
     call = (params, TOKENS, cache)
     found = attribution.attribute(step.lower(*call).compile(), call, tmp_path / "trace", steps=3)
-    assert set(found.roles_ms) <= set(mixtral.ROLES) | {"rest"}
+    assert set(found.roles_ms) <= set(mixtral.ROLES) | {"rest"} and set(found.role_events) == set(found.roles_ms)
     assert all(found.roles_ms.get(role, 0) > 0 for role in mixtral.ROLES)  # every scope's kernels found
-    assert found.roles_ms.get("rest", 0) < 0.5 * found.kernels_ms and found.events_per_step > 0
+    # What is left unattributed is counted in kernels, not in their time: a kernel's role comes from its name,
+    # its duration from the machine. This step's kernels take about 0.3 ms together, so on a loaded machine
+    # (load 16 on 2 cores) one "rest" copy descheduled for a time slice (milliseconds) outweighed them all.
+    assert found.role_events.get("rest", 0) < 0.5 * sum(found.role_events.values())
+    assert sum(found.role_events.values()) == pytest.approx(found.events_per_step) and found.events_per_step > 0
     assert 0 < found.kernel_share
 
 

@@ -36,6 +36,9 @@ class Attribution:
     roles_ms: dict[str, float]
     rest_top: list[tuple[str, float]] = field(default_factory=list)
     events_per_step: float = 0.0
+    role_events: dict[str, float] = field(default_factory=dict)
+    """Kernels per step, per role: what the attribution found by name alone, whatever the machine's load did to
+    their times (a kernel descheduled for one time slice outlasts a small step's kernels together)."""
 
     @property
     def kernels_ms(self) -> float:
@@ -82,14 +85,16 @@ def attribute(compiled: Any, args: Sequence[Any], trace_dir: Path, steps: int = 
             jax.block_until_ready(compiled(*args))
     events = kernel_events(trace_dir)
     by_role: Counter[str] = Counter()
+    counted: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     for event in events:
         op = event["args"].get("hlo_op", "")
         role = role_of(names.get(op, names.get(event.get("name", ""), "")))
         by_role[role] += event["dur"] / 1e3 / steps
+        counted[role] += 1 / steps
         if role == "rest":
             unknown[op or event.get("name", "?")] += event["dur"] / 1e3 / steps
-    return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps)
+    return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps, dict(counted))
 
 
 def amdahl(base: Attribution, head: Attribution, role: str = "moe") -> dict[str, float]:
