@@ -92,6 +92,25 @@ def test_run_says_each_case_as_it_ends_and_the_next_step(asv_run):
     assert done.stdout.rstrip().splitlines()[-1].startswith("next: flybench ingest")
 
 
+def test_run_leaves_out_asvs_parameter_tables_and_keeps_its_progress(asv_run):
+    """asv's end-of-benchmark tables were about 80% `n/a` rows of providers that cannot run here; flybench's own
+    summary lists every measured case, so the run shows asv's progress lines only."""
+    _, _, done = asv_run
+    assert "··· attention.Tiny.track_time" in done.stdout and "Benchmarking" in done.stdout
+    assert not re.search(r"··· =+ =+", done.stdout) and not re.search(r"^\s+\S+\s+aiter-asm\s+bf16\s+n/a",
+                                                                       done.stdout, re.MULTILINE)
+
+
+def test_the_table_filter_keeps_asvs_own_lines_around_a_table() -> None:
+    from flybench.cli.run import without_tables
+
+    lines = ["[ 0.00%] ·· Benchmarking existing-py\n", "[50.00%] ··· gemm.Tiny.track_time      ok\n",
+             "[50.00%] ··· ========== ======= =======\n", "               case      provider\n",
+             "              ---------- ------- -------\n", "               64x48x32    ck      n/a\n",
+             "[100.00%] ··· attention.Tiny.track_time     ok\n", "   stderr of a failing case, after asv's line\n"]
+    assert list(without_tables(lines)) == [lines[0], lines[1], lines[6], lines[7]]
+
+
 def test_plain_asv_run_measures_each_case_once_and_writes_its_records(asv_run):
     tmp_path, config, _ = asv_run
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()

@@ -24,7 +24,7 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from flybench import envvars, hardware, run_identity, subject_code
@@ -144,8 +144,7 @@ def main(args: argparse.Namespace) -> int:
             providers = sorted({c.provider for c in chunk})
             print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
             patterns = [arg for pattern in asv_regex(shape_set, chunk, args.case) for arg in ("--bench", pattern)]
-            done = subprocess.run(command + patterns, cwd=config.resolve().parent, env=env)
-            code = max(code, done.returncode)
+            code = max(code, _asv(command + patterns, config.resolve().parent, env))
     print(f"results: {results / machine}")
     from flybench.cli._summary import print_run_summary
 
@@ -162,6 +161,35 @@ def main(args: argparse.Namespace) -> int:
               "case records", file=sys.stderr)
         return 1
     return 0
+
+
+def _asv(command: list[str], cwd: Path, env: dict[str, str]) -> int:
+    """Run one asv invocation, passing its progress lines on as they come and leaving out the parameter tables
+    it prints at the end of a benchmark: flybench's own summary lists every measured case, and asv's tables are
+    mostly `n/a` rows of the providers that cannot run here."""
+    with subprocess.Popen(command, cwd=cwd, env={**env, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, errors="replace") as asv:
+        for line in without_tables(asv.stdout):
+            print(line, end="", flush=True)
+    return asv.returncode
+
+
+ASV_TABLE_BORDER = re.compile(r"^\[\s*[\d.]+%\] ·+ =[= ]*$")
+"""The first line of a parameter table in asv's output: `[100.00%] ··· ====== ====== ...`."""
+
+
+def without_tables(lines: Iterable[str]) -> Iterator[str]:
+    """asv's output without its parameter tables: a table starts at its border line, and its rows are the
+    indented lines after it, up to asv's next line of its own (which starts with `[` or `·`)."""
+    in_table = False
+    for line in lines:
+        if ASV_TABLE_BORDER.match(line.rstrip("\n")):
+            in_table = True
+            continue
+        if in_table and line[:1].isspace():
+            continue
+        in_table = False
+        yield line
 
 
 def _print_plan(runnable: list[Choice], shape_set: str, cases: list[str] | None, config: Path, commit: str) -> None:
