@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import importlib.util
+from datetime import datetime, timezone
 
 import pytest
 
+from flybench.importers.git_history import CommitInfo
+from flybench.regress.history import Point
+from studies.flydsl_ci.data import History, Series
 from studies.flydsl_ci.detectors import e_divisive, flags, measured_order, potts_trailing
-from test_flydsl_labels import history, series
+
+DAY = datetime(2026, 6, 20, tzinfo=timezone.utc)
+COMMITS = [f"c{i}" for i in range(10)]
+MAIN = [CommitInfo(c, DAY, DAY, f"commit {c}", True, i, 100 + i) for i, c in enumerate(COMMITS)]
+WOBBLE = [1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001, 1.0, 1.002]
+
+
+def series(case: str, scale: float, step_at: int, change: float) -> Series:
+    """A main series of one gemm case on the MI355X runner, stepping by `change` at commit `step_at`."""
+    values = [scale * w * (1 + change if i >= step_at else 1) for i, w in enumerate(WOBBLE)]
+    key = ("mi355", "gemm.FlydslCI.track_tflops", f'{{"case": "{case}"}}')
+    return Series(key, "gfx950", "gemm", case, "fp8", "TFLOPS", tuple(Point(c, v) for c, v in zip(COMMITS, values)))
 
 
 def test_a_trailing_potts_fit_finds_a_drop_and_keeps_only_what_clears_the_bar() -> None:
@@ -19,8 +34,8 @@ def test_a_trailing_potts_fit_finds_a_drop_and_keeps_only_what_clears_the_bar() 
 
 
 def test_each_worse_step_is_one_flag_however_many_nights_show_it() -> None:
-    month = history(series("mi355", "gemm", "a", 500, step_at=5, change=-0.06),
-                    series("mi355", "gemm", "b", 800, step_at=5, change=+0.06))  # better: not a flag
+    month = History({s.key: s for s in (series("a", 500, 5, -0.06), series("b", 800, 5, +0.06))}, [],
+                    MAIN)  # b got better: not a flag
     order = measured_order(month)
     found = flags(month, potts_trailing(10, 0.02), order)
     assert [(e.key[2], e.direction, e.at) for e in found] == [('{"case": "a"}', "worse", order["c5"])]
