@@ -99,7 +99,7 @@ def test_the_compile_half_reports_every_resource_a_kernel_change_moved(subject: 
     section = text[text.index("#### Resource changes"):]
     assert "- triton_vector_add: code bytes" in section and " on gfx942 (worse)" in section
     assert " on gfx950 " in section and " on sm_90 " in section
-    assert "- machine code changed in 1 kernel: triton\\_vector\\_add (gfx942, gfx950, sm\\_90); ISA diffs in" in text
+    assert "- machine code changed in 1 kernel: triton_vector_add (gfx942, gfx950, sm_90); ISA diffs in" in text
     diff = (tmp_path / "work" / "isa-diff" / "triton_vector_add@gfx942.diff").read_text()
     assert diff.startswith("--- base/triton_vector_add@gfx942\n+++ head/triton_vector_add@gfx942\n")
     assert ".file" not in diff and "\n+\tv_" in diff  # the code alone, each side's checkout path left out
@@ -281,8 +281,10 @@ def test_timed_cases_are_selected_by_the_files_their_provider_and_workload_are_b
 
 def test_a_docs_only_pull_request_measures_nothing(subject: Path, tmp_path: Path) -> None:
     out = tmp_path / "gate.json"
+    comment = tmp_path / "gate.md"
     assert main(["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "work"), "--set", "tiny",
-                 "--json", str(out)]) == 0
+                 "--json", str(out), "--markdown", str(comment)]) == 0
+    assert "flybench: nothing measured; 0 regressions" in comment.read_text().splitlines()[1]  # the headline says so
     notes = json.loads(out.read_text())["notes"]
     assert any(n.startswith("timing selection: none of the ") and n.endswith("workload/provider pairs loads a "
                                                                              "changed file") for n in notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
 from dataclasses import replace
@@ -124,7 +125,7 @@ def test_the_report_says_rounds_interval_and_spread_within_a_round() -> None:
     row = next(line for line in text.splitlines() if line.startswith("| `moe.Quick.track_time` | c, triton"))
     assert "3+3 rounds, interval +" in row and "welch-t (rounds), p=" in row
     assert "spread within a round ≤1.2%" in row and "detects" in row
-    assert "round medians 100μs 100μs 99.7μs -> 106μs 106μs 106μs" in row  # each process's own median
+    assert "round medians 100μs 100μs 99.7μs -\\> 106μs 106μs 106μs" in row  # each process's own median ("\\>" shows ">")
 
 
 def test_the_history_gives_relative_noise_once_it_has_enough_commits() -> None:
@@ -164,4 +165,13 @@ def test_notes_from_data_render_as_literal_markdown() -> None:
                             notes=["compile selection: all 3 kernels: shared code changed ([x](https://e.example) "
                                    "![i](http://127.0.0.1/p.png) <img src=x>)"])
     line = next(line for line in markdown(comparison).splitlines() if line.startswith("- compile selection"))
-    assert "\\[x\\](https://e.example)" in line and "\\!\\[i\\]" in line and "\\<img src=x\\>" in line
+    # escaped, and the bare address's autolink broken by a zero-width space: a reader sees the text, no link
+    assert "\\[x\\](https:\u200b//e.example)" in line and "\\!\\[i\\]" in line and "\\<img src=x\\>" in line
+
+
+def test_a_change_too_large_for_a_double_is_not_detectable_rather_than_an_error() -> None:
+    """Two rounds a side whose medians moved several-fold: the detectable change overflowed math.expm1 and
+    stopped the gate with a traceback; it is infinite, and reads "more than 100%"."""
+    from flybench.regress.verdict import _detectable, size_text
+
+    assert _detectable(0.03, 500.0, 9.9) == math.inf and size_text(_detectable(0.03, 500.0, 9.9)) == "more than 100%"

@@ -299,8 +299,13 @@ def inconclusive(c: Comparison) -> bool:
 
 
 def headline(c: Comparison) -> str:
-    """The summary line, headed "inconclusive" when no subject case settled."""
-    return f"inconclusive: no subject case settled; {summary_line(c)}" if inconclusive(c) else summary_line(c)
+    """The summary line, headed "inconclusive" when no subject case settled, and "nothing measured" when no case
+    was timed and no resource changed (a docs-only pull request: it passes, and the notes under it say why)."""
+    if inconclusive(c):
+        return f"inconclusive: no subject case settled; {summary_line(c)}"
+    if not c.cases and not c.resources:
+        return f"nothing measured; {summary_line(c)}"
+    return summary_line(c)
 
 
 def more_rounds_text(c: Comparison) -> str:

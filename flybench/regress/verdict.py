@@ -143,8 +143,15 @@ def detectable_at(noise: float, rounds: int, tolerance: float, p_threshold: floa
 
 
 def _detectable(band: float, se: float, critical: float) -> float:
-    """The true change called with 90% probability: past the tolerance and clear of zero, each by POWER_Z."""
-    return math.expm1(max(band + POWER_Z * se, (critical + POWER_Z) * se))
+    """The true change called with 90% probability: past the tolerance and clear of zero, each by POWER_Z. Infinite
+    where the rounds' noise is so large that the change would not fit in a double (two rounds a side of a case
+    whose medians moved several-fold): no change is detectable there, and the report says "more than 100%"."""
+    log_change = max(band + POWER_Z * se, (critical + POWER_Z) * se)
+    return math.inf if log_change > MAX_LOG else math.expm1(log_change)
+
+
+MAX_LOG = 700.0
+"""The largest log-ratio whose exponential a double holds (e**709.8 is the limit)."""
 
 
 def _logs(values: Sequence[float]) -> list[float]:
