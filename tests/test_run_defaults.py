@@ -82,18 +82,17 @@ def test_a_run_whose_cases_failed_exits_1_not_2(clone: Path, monkeypatch, capsys
     a refused selection from a case that failed (recorded, and judged as failed)."""
     from flybench.cli import main, run
 
-    asv_runs, real_run = [], subprocess.run
+    asv_runs: list[list[str]] = []
 
-    def fake_run(command, **kwargs):
-        if command[1:4] != ["-m", "asv", "run"]:
-            return real_run(command, **kwargs)
+    def fake_asv(command: list[str], cwd: Path, env: dict[str, str]) -> int:
+        assert command[1:4] == ["-m", "asv", "run"]
         asv_runs.append(command)
-        return subprocess.CompletedProcess(command, 2)
+        return 2  # asv's exit status when a benchmark failed
 
     monkeypatch.chdir(clone)
     monkeypatch.setenv("FLYBENCH_DEVICE", "cpu")
     monkeypatch.setattr(run, "_register_machine", lambda *a: None)
-    monkeypatch.setattr(run.subprocess, "run", fake_run)
+    monkeypatch.setattr(run, "_asv", fake_asv)
     monkeypatch.setattr("flybench.cli._summary.print_run_summary", lambda *a: None)
     assert main(["run", "-w", "gemm", "-p", "torch", "-d", "bf16", "--machine", "t"]) == 1
     assert len(asv_runs) == 1
