@@ -128,14 +128,16 @@ def load(page: Any, url: str, name: str, query: str = "", charts: int = 1, timeo
 class Drawn:
     """What one SVG chart drew, read from Vega's scenegraph in the page."""
 
-    plot_heights: list[float]  # each plot area's (a facet's cell's) height in pixels
+    plot_heights: list[float]  # each plot area's (a facet's cell's, a concatenated view's) height in pixels
     continuous_y: bool  # a value axis (linear, log) runs up the plot; False for heatmaps and bar lists
     legends: list[list[str]]  # each symbol legend's labels as drawn (Vega ends a cut label with an ellipsis)
     texts: list[str]  # every text the chart drew: axis labels, titles, legend labels
 
 
 _DRAWN = """() => [...document.querySelectorAll('.vega-embed svg')].map(svg => {
-    const cells = [...svg.querySelectorAll('g.mark-group.role-scope.cell > g > path.background')];
+    // a facet's cells, or the views of a concatenation (panels stacked one per machine): each is a plot area
+    const cells = [...svg.querySelectorAll('g.mark-group.role-scope.cell > g > path.background, '
+                                           + 'g.mark-group.role-scope[class*="concat_"] > g > path.background')];
     const areas = cells.length ? cells : [...svg.querySelectorAll('g.mark-group.role-frame.root > g > path.background')];
     const yAxes = [...svg.querySelectorAll('g.role-axis[aria-label^="Y-axis"]')].map(a => a.getAttribute('aria-label'));
     return {plot_heights: areas.map(p => p.getBBox().height),
