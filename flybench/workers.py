@@ -195,7 +195,8 @@ def _measure(plan: Plan, worker: Worker, cases: list[Case], progress: Progress, 
             else:
                 env[name] = value
     log = plan.scratch / f"worker{worker.number}.log"
-    command = [sys.executable, "-m", "asv", "run", "--config", str(_worker_config(plan.config, tree)), *plan.asv_args]
+    command = [sys.executable, "-m", "flybench.asv_main", "run", "--config", str(_worker_config(plan.config, tree)),
+               *plan.asv_args]
     tail = _Tail(record_file)
     queue = batches(cases, plan.batch_s)
     first = True

@@ -85,7 +85,7 @@ def test_a_run_whose_cases_failed_exits_1_not_2(clone: Path, monkeypatch, capsys
     asv_runs: list[list[str]] = []
 
     def fake_asv(command: list[str], cwd: Path, env: dict[str, str]) -> int:
-        assert command[1:4] == ["-m", "asv", "run"]
+        assert command[1:4] == ["-m", "flybench.asv_main", "run"]
         asv_runs.append(command)
         return 2  # asv's exit status when a benchmark failed
 

@@ -129,7 +129,7 @@ def main(args: argparse.Namespace) -> int:
         from flybench.cli._dealt import run_dealt
 
         return run_dealt(args, device, runnable, shape_set, config, results, machine, run, env, asv_args)
-    command = [sys.executable, "-m", "asv", "run", "--config", str(config), *asv_args,
+    command = [sys.executable, "-m", "flybench.asv_main", "run", "--config", str(config), *asv_args,
                *(["--append-samples"] if args.append_samples else [])]
     code = 0
     chunks = _chunks(runnable)
@@ -352,7 +352,8 @@ def _register_machine(config: str, machine: str, device: hardware.Device) -> Non
     accelerator = "none" if device.kind == "cpu" else f"{device.name} {device.arch} {device.driver}"
     versions = " ".join(f"{k}={v}" for k, v in package_versions().items())
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    done = subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", config, "--machine", machine,
+    done = subprocess.run([sys.executable, "-m", "flybench.asv_main", "machine", "--yes", "--config", config,
+                           "--machine", machine,
                            "--os", f"{platform.system()} {platform.release()}", "--arch", platform.machine(),
                            "--cpu", f"{cpu}; accelerator: {accelerator}; {versions}", "--num_cpu",
                            str(os.cpu_count()), "--ram", f"{ram // 2**30}GB"], capture_output=True, text=True)
