@@ -17,11 +17,15 @@ from flybench.store import queries
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
-        "regressions", help="find regressions in the history of every benchmark",
-        description="asv's Potts-model step detection over each series ordered by commit date; a step is "
-                    "kept when it beats the relative, absolute and noise thresholds. Every change of a "
-                    "deterministic metric is listed, and of a watched hardware counter (instruction counts, launch "
-                    "resources; a call's DRAM bytes at 2% or more). Exit status: 0 none, 1 regressions, 2 bad input "
+        "regressions", help="the open alerts of every benchmark's history, with their evidence",
+        description="The open alerts of the stored history: each machine's history replayed commit by commit "
+                    "(the same alerts however the rows arrived); a step must beat the step floor and the series' "
+                    "own scatter net of the runner's per-job shift, and, where the store knows which commits changed "
+                    "what a series runs (an import with its clone), it is an alert only when its range changed it "
+                    "(else it is listed as the environment's); each row says "
+                    "its evidence and state (docs/alerts.md). Every change of a deterministic metric is listed, "
+                    "and of a watched hardware counter (instruction counts, launch resources; a call's DRAM bytes "
+                    "at 2% or more). Exit status: 0 none, 1 an open alert or a standing worse change, 2 bad input "
                     "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
     parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
