@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from flybench import hardware
-from flybench.cli._summary import run_records
+from flybench.cli._passes import measured_ok, progress
 from flybench.counters import backend_for, collect, format_figure, unavailable_reason
 from flybench.counters import record as counter_records
-from flybench.measure import record as case_records
 from flybench.measure.record import CaseKey
 
 SHOWN = ("hbm_bytes", "hbm_over_min", "l2_hit_rate", "matrix_busy", "lds_conflicts_per_instruction")
@@ -27,7 +26,7 @@ def counter_pass(results_dir: Path, machine: str, commit: str, env: str, run_id:
     if reason:
         print(f"counters: not collected: {reason}. The timing results above stand.", flush=True)
         return 0
-    keys = sorted(case_records.key_of(r) for r in run_records(results_dir / machine, run_id) if r["status"] == "ok")
+    keys = measured_ok(results_dir, machine, run_id)
     if not keys:
         print("counters: no case of this run passed its gate, so none is profiled", flush=True)
         return 0
@@ -36,7 +35,7 @@ def counter_pass(results_dir: Path, machine: str, commit: str, env: str, run_id:
     print(f"counters: {len(keys)} cases under {backend.tool} (one profiled call each, "
           f"after warm-up; no timing samples) -> {out}", flush=True)
     records = collect(keys, backend, device, out, run_id=run_id, commit=commit, env=env, machine=machine,
-                      min_bytes=_min_bytes, progress=_progress(len(keys)))
+                      min_bytes=_min_bytes, progress=progress(len(keys), _outcome))
     _print_table(records)
     return len(records)
 
@@ -49,14 +48,8 @@ def _min_bytes(key: CaseKey) -> float | None:
     return workload.min_bytes(workload.case(case), dtype) or None
 
 
-def _progress(total: int):
-    count = iter(range(1, total + 1))
-
-    def report(key: CaseKey, record) -> None:
-        status = record.status if record.status != "ok" else f"{len(record.kernels)} kernels"
-        print(f"  [{next(count)}/{total}] {' '.join(key)}: {status}"
-              + (f" ({record.reason})" if record.reason else ""), flush=True)
-    return report
+def _outcome(record) -> str:
+    return record.status if record.status != "ok" else f"{len(record.kernels)} kernels"
 
 
 def _print_table(records) -> None:

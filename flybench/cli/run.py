@@ -66,6 +66,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         help="after timing, run each case that passed its gate once more under the hardware-counter "
                              "profiler (Nsight Compute on NVIDIA, rocprofv3 on ROCm) and record its counters beside "
                              "the results; counter runs give no timing samples")
+    parser.add_argument("--roles", action="store_true",
+                        help="after timing, trace each mixtral_step case that passed its gate once more under JAX's "
+                             "profiler, attribute its kernels to the step's roles (MoE, attention, norms, routing, "
+                             "head) and record the split beside the results, for the Model lane page; traced runs "
+                             "give no timing samples")
     parser.add_argument("--gpus", default=None,
                         help="N or all: one worker per GPU of this node, each pinned to its GPU, the cases dealt "
                              "longest first by their stored durations; results merged into the one tree "
@@ -109,6 +114,9 @@ def main(args: argparse.Namespace) -> int:
     if not runnable:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
     dealt = args.gpus or args.shard or args.max_minutes is not None or args.resume
+    if args.roles and dealt:
+        raise FlybenchError("--roles traces the cases of a plain run: run it without --gpus, --shard, --max-minutes "
+                            "and --resume")
     if args.dry_run and not dealt:
         _print_plan(runnable, shape_set, args.case, config, commit)
         return 0
@@ -153,6 +161,10 @@ def main(args: argparse.Namespace) -> int:
         from flybench.cli._counters import counter_pass
 
         counter_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
+    if args.roles:
+        from flybench.cli._roles import role_pass
+
+        role_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
     from flybench.cli._dealt import NEXT_STEP
 
     print(NEXT_STEP)
