@@ -45,6 +45,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "case_counters": queries.case_counter_history,
     "case_kernels": queries.case_kernels,
     "case_rates": queries.case_rates,
+    "role_splits": queries.role_splits,
     "history_steps": history_steps,
     "regressions": stored.regressions,
     "history_noise": stored.history_noise,

@@ -624,6 +624,115 @@ def condition_text(conditions: dict[str, Any]) -> str:
             f"{conditions.get('moe')} performs {conditions.get('moe_flops', 0) / 1e12:.3g} TFLOP; XLA_FLAGS: {flags}")
 
 
+MOE_LAYERS = ("ragged_dot", "dense", "triton")
+"""The model lane's MoE layers, in the order the page sets their tokens/s side by side."""
+SPLIT = ("moe", "attention", "other", "rest", "untraced")
+"""A step's split as the page shows it (flybench.model.roles.shares): the MoE, attention, the other roles, the
+kernels with no role, and the time no kernel ran."""
+SAME_CONDITIONS = ("precision", "phase", "batch", "tokens", "context", "layers", "xla_flags")
+"""What two variants' splits must share for an Amdahl check between them: all but the MoE layer."""
+
+
+def tokens_by_layer(steps: pd.DataFrame) -> pd.DataFrame:
+    """`model_rows` as one row per machine and case: tokens/s of each MoE layer (`MOE_LAYERS`) side by side, with
+    where each value comes from (commit, environment) in `provenance`."""
+    if steps.empty:
+        return pd.DataFrame()
+    rows = []
+    for (machine, case), group in steps.groupby(["machine", "case"], sort=True):
+        row: dict[str, Any] = {"machine": machine, "case": case}
+        sources = []
+        for moe in MOE_LAYERS:
+            found = group[group["moe"] == moe]
+            row[moe] = float(found["tokens_per_s"].iloc[-1]) if not found.empty else float("nan")
+            if not found.empty:
+                last = found.iloc[-1]
+                sources.append(f"{moe}: {last['provider']} at {str(last['commit_hash'])[:8]}"
+                               + (f" ({last['env_name']})" if "env_name" in last and last["env_name"] else ""))
+        row["conditions"] = group["conditions"].iloc[0]
+        row["provenance"] = "; ".join(sources)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def role_rows(splits: pd.DataFrame) -> pd.DataFrame:
+    """The newest role split of each machine, case and provider (`queries.role_splits`): the step's ms, each part
+    of the split (`SPLIT`) in ms and as a share of the step, the conditions, and the provenance (commit, the
+    tracer that ran the step, the steps traced, the file it came from). A case whose step could not be traced
+    keeps its status and reason."""
+    if splits.empty:
+        return pd.DataFrame()
+    from flybench.model.roles import shares
+
+    newest = splits.drop_duplicates(["machine", "benchmark", "case", "provider"], keep="last")
+    rows = []
+    for r in newest.to_dict("records"):
+        conditions = _json(r.get("conditions"))
+        roles_ms = _json(r.get("roles_ms"))
+        tracer = _json(r.get("tracer"))
+        step_ms = r.get("step_ms") if isinstance(r.get("step_ms"), float) and math.isfinite(r["step_ms"]) else None
+        row = {"machine": r["machine"], "case": r["case"], "provider": r["provider"], "moe": conditions.get("moe"),
+               "status": r["status"], "reason": r.get("reason") or "", "step_ms": step_ms, "roles_ms": roles_ms,
+               "conditions_of": conditions, "conditions": condition_text(conditions) if conditions else "",
+               "commit_hash": r["commit_hash"]}
+        if r["status"] == "ok":
+            row.update(shares(roles_ms, step_ms))
+        when = r.get("commit_date")
+        row["provenance"] = (f"commit {str(r['commit_hash'])[:8]}"
+                             + (f" ({when:%Y-%m-%d})" if isinstance(when, pd.Timestamp) and not pd.isna(when) else "")
+                             + (f"; jax {tracer.get('jax')} on {tracer.get('device')} ({tracer.get('platform')})"
+                                if tracer else "")
+                             + (f"; {r.get('steps')} steps traced" if r["status"] == "ok" else "")
+                             + f"; {r['source_file']}")
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["machine", "case", "provider"]).reset_index(drop=True)
+
+
+def amdahl_rows(split: pd.DataFrame) -> pd.DataFrame:
+    """The Amdahl check of each traced variant against the stock path (`xla`, ragged_dot) of the same machine and
+    case (`flybench.model.attribution.amdahl`): the speedup measured over the traced steps, the one predicted by
+    replacing only the MoE's kernel time, and the gap between them. The check holds only where both splits share
+    `SAME_CONDITIONS`; where they differ, the row says which and gives no figure."""
+    if split.empty:
+        return pd.DataFrame()
+    from flybench.model.attribution import Attribution, amdahl
+
+    done = split[split["status"] == "ok"]
+    rows = []
+    for (machine, case), group in done.groupby(["machine", "case"], sort=True):
+        stock = group[group["provider"] == STOCK_PROVIDER]
+        if stock.empty:
+            continue
+        base = stock.iloc[0]
+        for _, head in group[group["provider"] != STOCK_PROVIDER].iterrows():
+            row: dict[str, Any] = {"machine": machine, "case": case, "variant": f"{head['moe']} over {base['moe']}",
+                                   "base_ms": base["step_ms"], "head_ms": head["step_ms"],
+                                   "base_moe_ms": base["roles_ms"].get("moe", 0.0),
+                                   "head_moe_ms": head["roles_ms"].get("moe", 0.0),
+                                   "conditions": head["conditions"],
+                                   "provenance": f"{base['provider']}: {base['provenance']} | "
+                                                 f"{head['provider']}: {head['provenance']}"}
+            differ = [n for n in SAME_CONDITIONS if base["conditions_of"].get(n) != head["conditions_of"].get(n)]
+            if differ:
+                row["check"] = "not comparable: " + ", ".join(
+                    f"{n} {base['conditions_of'].get(n)!r} against {head['conditions_of'].get(n)!r}" for n in differ)
+            else:
+                check = amdahl(Attribution(base["step_ms"], base["roles_ms"]),
+                               Attribution(head["step_ms"], head["roles_ms"]))
+                row.update(measured=check["measured"], predicted=check["predicted"],
+                           predicted_ms=check["predicted_step_ms"], gap=check["predicted"] / check["measured"] - 1,
+                           check=f"replacing only the MoE's {row['base_moe_ms']:.3g} ms by {row['head_moe_ms']:.3g} "
+                                 f"ms predicts {check['predicted']:.3g}x; measured {check['measured']:.3g}x")
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        return json.loads(value)
+    return value if value is not None and not (isinstance(value, float) and math.isnan(value)) else {}
+
+
 def change_context(found: pd.DataFrame, rows: pd.DataFrame, notes: pd.DataFrame) -> pd.DataFrame:
     """What lies behind each resource change of one kernel: `found` (`analysis.resource_changes` with `arch`)
     gains `pr` (the first bad commit's pull request), `failed_between` (commits strictly inside the range, in

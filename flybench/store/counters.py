@@ -11,6 +11,7 @@ adds timing rows; these tables are read beside results, never instead.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -44,41 +45,58 @@ def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subje
                     warnings: list[str], errors: list[FileError]) -> int:
     """Store every changed counter file; returns the counter rows written. Runs each file in its own
     transaction, so one file that cannot be read (an error of the ingest) keeps the others and its own old rows."""
+    return ingest_record_files(conn, tracker, subject, paths, KIND, counter_records.read, _rows,
+                               (("counter_cases", CASE_COLUMNS), ("counters", COUNTER_COLUMNS)), warnings, errors,
+                               "counter")
+
+
+def ingest_record_files(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, paths: list[Path],
+                        kind: str, read: Callable[[Path], tuple[list[dict], list[str]]],
+                        rows: Callable[[str, str, list[dict]], tuple[list[dict], ...]],
+                        tables: tuple[tuple[str, tuple[str, ...]], ...], warnings: list[str],
+                        errors: list[FileError], what: str) -> int:
+    """Store every changed record file of one kind beside the results (counter records, role splits): its rows,
+    `rows(subject, relpath, records)` one list per table of `tables`, replace the file's old rows whole, in a
+    transaction of its own. Returns the rows written to the last table."""
     written = 0
     for path in paths:
-        if tracker.is_unchanged(path, KIND):
+        if tracker.is_unchanged(path, kind):
             continue
         try:
-            fingerprint = tracker.fingerprint(path, KIND)
+            fingerprint = tracker.fingerprint(path, kind)
             refuse_binary(path)
-            records, skipped = counter_records.read(path)
+            records, skipped = read(path)
         except (OSError, BadInput) as exc:  # a FIFO, a device or a binary file there is refused (BadInput)
-            errors.append(FileError(str(path), f"{reason(exc)}; its counter rows were not loaded"))
+            errors.append(FileError(str(path), f"{reason(exc)}; its {what} rows were not loaded"))
             continue
         warnings += skipped
         relpath = tracker.relpath(path)
-        cases, counters = _rows(subject, relpath, records)
+        found = rows(subject, relpath, records)
         conn.begin()
         try:
-            remove(conn, subject, relpath)
-            tables = (("counter_cases", cases, CASE_COLUMNS), ("counters", counters, COUNTER_COLUMNS))
-            for table, rows, columns in tables:
-                if rows:
-                    conn.register("incoming_counters", pd.DataFrame(rows, columns=list(columns), dtype=object))
-                    conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_counters")
-                    conn.unregister("incoming_counters")
+            remove_rows(conn, subject, relpath, [table for table, _ in tables])
+            for (table, columns), table_rows in zip(tables, found):
+                if table_rows:
+                    conn.register("incoming_records", pd.DataFrame(table_rows, columns=list(columns), dtype=object))
+                    conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_records")
+                    conn.unregister("incoming_records")
             tracker.record(fingerprint)
             conn.commit()
         except BaseException:
             conn.rollback()
             raise
-        written += len(counters)
+        written += len(found[-1])
     return written
 
 
 def remove(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str) -> None:
     """The rows of one counter file (the caller holds the transaction)."""
-    for table in ("counter_cases", "counters"):
+    remove_rows(conn, subject, relpath, ["counter_cases", "counters"])
+
+
+def remove_rows(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str, tables: list[str]) -> None:
+    """The rows one record file put in these tables (the caller holds the transaction)."""
+    for table in tables:
         conn.execute(f"DELETE FROM {table} WHERE subject = ? AND source_file = ?", [subject, relpath])
 
 

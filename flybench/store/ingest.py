@@ -40,6 +40,7 @@ from asv import util
 
 from flybench.errors import FlybenchError
 from flybench.store import counters as stored_counters
+from flybench.store import roles as stored_roles
 from flybench.store import commit_notes, heads, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
                                       machine_row, read_results)
@@ -70,6 +71,7 @@ class IngestReport:
     warnings: list[str] = field(default_factory=list)
     rows: int = 0
     counter_rows: int = 0  # hardware-counter rows (flybench.store.counters)
+    role_rows: int = 0  # model-lane role splits (flybench.store.roles)
     pruned: bool = False  # --prune was given: `kept` are then files of machines the tree does not hold
 
     @property
@@ -81,6 +83,7 @@ class IngestReport:
             f"{self.db_path} ({self.subject}): {len(self.loaded)} files loaded ({self.rows} rows), "
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
             + (f"; {self.counter_rows} hardware-counter rows" if self.counter_rows else "")
+            + (f"; {self.role_rows} model-lane role splits" if self.role_rows else "")
         ]
         if self.kept and self.pruned:
             lines.append(f"  {len(self.kept)} stored files of machine folders this tree does not hold, kept: "
@@ -337,16 +340,25 @@ def _ingest_files(
     counter_paths = [p for p in counter_paths if p not in refused]
     report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings,
                                                           report.errors)
+    role_paths = stored_roles.role_files(machine_dirs)
+    seen.update(tracker.relpath(p) for p in role_paths)
+    refused = _refused_counters(role_paths, report.errors, stored_roles.beside)
+    for path in refused:
+        report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
+    role_paths = [p for p in role_paths if p not in refused]
+    report.role_rows = stored_roles.ingest_roles(conn, tracker, subject, role_paths, report.warnings, report.errors)
     absent = sorted(tracker.known_paths() - seen)
     held = held_machines(machine_dirs)
     pruned = [path for path in absent if prune and path.split("/", 1)[0] in held]
     report.pruned = prune
     report.kept = [path for path in absent
-                   if path not in pruned and tracker.kind(path) in ("results", stored_counters.KIND)]
+                   if path not in pruned
+                   and tracker.kind(path) in ("results", stored_counters.KIND, stored_roles.KIND)]
     for relpath in pruned:
         with _transaction(conn):
-            if tracker.kind(relpath) == stored_counters.KIND:
-                stored_counters.remove(conn, subject, relpath)
+            if tracker.kind(relpath) in (stored_counters.KIND, stored_roles.KIND):
+                (stored_counters if tracker.kind(relpath) == stored_counters.KIND else stored_roles).remove(
+                    conn, subject, relpath)
                 tracker.forget(relpath)
             else:
                 _remove(conn, tracker, subject, relpath)
@@ -354,10 +366,11 @@ def _ingest_files(
     tracker.flush()
 
 
-def _refused_counters(counter_paths: list[Path], errors: list[FileError]) -> list[Path]:
-    """The counter files whose results file was refused (a copy of another, a broken one, one whose case records
-    or machine.json were), which are refused with it: a backup copy of a folder would double the counter rows."""
-    results = {str(stored_counters.beside(sidecar.results_file_of(Path(error.path)))) for error in errors}
+def _refused_counters(counter_paths: list[Path], errors: list[FileError],
+                      beside: Callable[[Path], Path] = stored_counters.beside) -> list[Path]:
+    """The counter (or role) files whose results file was refused (a copy of another, a broken one, one whose case
+    records or machine.json were), which are refused with it: a backup copy of a folder would double their rows."""
+    results = {str(beside(sidecar.results_file_of(Path(error.path)))) for error in errors}
     folders = {str(Path(error.path).parent) for error in errors if Path(error.path).name == "machine.json"}
     return [p for p in counter_paths if str(p) in results or str(p.parent) in folders]
 

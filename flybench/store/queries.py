@@ -231,6 +231,14 @@ def case_kernels(db_path: str | Path, benchmark: str, params: str, machine: str,
                   [benchmark, params, machine, commits])
 
 
+def role_splits(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """Every stored role split of the model lane (`flybench run --roles`), with its commit's date, newest last."""
+    return _query(db_path, """
+        SELECT s.*, s.params->>'case' AS "case", s.params->>'provider' AS provider, c.date AS commit_date
+        FROM role_splits s LEFT JOIN commits c ON c.subject = s.subject AND c.hash = s.commit_hash
+        ORDER BY s.machine, s.benchmark, s.params::VARCHAR, c.date NULLS FIRST, s.started_at NULLS FIRST""")
+
+
 def records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as dicts with SQL NULL as None (pandas shows it as NaN, NA or NaT depending on the dtype)."""
     return [{k: None if is_null(v) else v for k, v in row.items()} for row in frame.to_dict("records")]

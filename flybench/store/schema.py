@@ -385,6 +385,31 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE regression_steps ADD COLUMN state VARCHAR NOT NULL DEFAULT ''",  # a change later undone
         "DELETE FROM regression_scans",
     ],
+    [  # v14: the model lane's role split (flybench.model.roles, `flybench run --roles`), a row per case the role
+        # pass tried, keyed like results: the step's time, its kernels' time per role, and the conditions an
+        # Amdahl check on it holds under. A table of its own, so no scan reads these rows as benchmark series.
+        """CREATE TABLE role_splits (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            commit_hash VARCHAR NOT NULL,
+            env_name VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            status VARCHAR NOT NULL,
+            reason VARCHAR,
+            step_ms DOUBLE,
+            roles_ms JSON,
+            role_events JSON,
+            rest_top JSON,
+            steps INTEGER,
+            conditions JSON,
+            tracer JSON,
+            contract JSON,
+            run_id VARCHAR,
+            started_at VARCHAR,
+            source_file VARCHAR NOT NULL
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)
