@@ -183,6 +183,7 @@ def test_the_model_page_sets_each_layer_beside_ragged_dot_with_its_conditions(la
     assert prefill["tokens_per_s"] == pytest.approx(2 * 6 / (prefill["ms"] / 1e3))
     assert prefill["conditions"].startswith("bf16; batch 2 x 6 tokens, context 0; 2 layers; MoE dense performs ")
     assert prefill["conditions"].endswith("XLA_FLAGS: none")
+    assert any("flybench run -w mixtral_step --roles" in i.value for i in at.info)  # no split stored: how to fill it
 
 
 def test_a_trace_of_the_step_attributes_its_kernels_to_every_role(tmp_path) -> None:
