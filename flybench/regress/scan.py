@@ -211,7 +211,7 @@ def replay(subject: str, machine: str, frame: pd.DataFrame, attribution: Attribu
 
 
 def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
-          ) -> tuple[dict[SeriesKey, _Series], dict[str, list[tuple[_Series, float, str]]], list[Regression]]:
+          ) -> tuple[dict[SeriesKey, _Series], dict[str, list[tuple[_Series, float, float, str]]], list[Regression]]:
     """The machine's statistical series, each measured point by commit, and every deterministic change."""
     series: dict[SeriesKey, _Series] = {}
     points: dict[str, list] = defaultdict(list)
