@@ -1,0 +1,87 @@
+"""Why the Triton MoE is slow inside `jax.jit`: the same layer jitted (jax-triton) and launched from torch, timed,
+and the kernels each route compiled compared.
+
+Mixtral's MoE layer at 1,024 tokens (hidden 4096, inter 14336, 8 experts, top-2, bf16) is run as the model
+lane runs it (`flybench.providers.jax_custom_call.moe`, one jitted function of six `triton_call`s) and as the
+kernel lane launches it (`flybench.kernels.triton.moe.plan`), each five times after a warm-up. For the jitted
+route the host CPU time of each call is printed beside its wall time (a host-bound call spends them alike).
+jax-triton writes what it compiled to `JAX_TRITON_DUMP_DIR`; torch's compiled kernels are read from their
+JIT caches. For each GEMM kernel: the PTX target, wgmma and cp.async counts (cp.async is what Triton's
+software pipeliner emits), the shared memory a block takes (one stage of A and B tiles against `num_stages`
+of them) and the pointer arguments marked divisible by 16.
+
+    python studies/jax_triton_pipelining.py      # on a GPU, with jax, jax-triton and triton
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import tempfile
+import time
+
+DUMP = os.environ.setdefault("JAX_TRITON_DUMP_DIR", tempfile.mkdtemp(prefix="jax-triton-dump-"))
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+TOKENS, HIDDEN, INTER, EXPERTS, TOP_K = 1024, 4096, 14336, 8, 2
+GEMMS = ("moe_gate_up", "moe_down")
+
+
+def main() -> None:
+    import jax
+    import jax.numpy as jnp
+    import torch
+
+    from flybench.kernels.triton import configs
+    from flybench.kernels.triton import moe as triton_moe
+    from flybench.providers.jax_custom_call import moe
+
+    key = jax.random.PRNGKey(0)
+    x = jax.random.normal(key, (TOKENS, HIDDEN), jnp.float32).astype(jnp.bfloat16)
+    logits = jax.random.normal(key, (TOKENS, EXPERTS), jnp.float32)
+    w13 = (jax.random.normal(key, (EXPERTS, 2 * INTER, HIDDEN), jnp.float32) * 0.02).astype(jnp.bfloat16)
+    w2 = (jax.random.normal(key, (EXPERTS, HIDDEN, INTER), jnp.float32) * 0.02).astype(jnp.bfloat16)
+    layer = jax.jit(lambda a, b, c, d: moe(a, b, c, d, top_k=TOP_K))
+    jax.block_until_ready(layer(x, logits, w13, w2))
+    calls = []
+    for _ in range(5):
+        wall, cpu = time.perf_counter(), time.process_time()
+        jax.block_until_ready(layer(x, logits, w13, w2))
+        calls.append((round(1e3 * (time.perf_counter() - wall), 2), round(1e3 * (time.process_time() - cpu), 2)))
+    print(f"jitted layer, (wall ms, host CPU ms) a call: {calls}", flush=True)
+
+    tensors = {n: torch.from_dlpack(a) for n, a in {"x": x, "router_logits": logits, "w13": w13, "w2": w2}.items()}
+    plan = triton_moe.plan(tensors, TOP_K, configs.moe_config("sm_90", "bf16", TOKENS))
+    plan()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5):
+        wall = time.perf_counter()
+        plan()
+        torch.cuda.synchronize()
+        times.append(round(1e3 * (time.perf_counter() - wall), 2))
+    print(f"torch-launched layer, wall ms a call: {times}", flush=True)
+
+    for launch in (launch for launch in plan.launches if launch.name in GEMMS):
+        print(f"{launch.name}: grid {launch.grid}, options {launch.options}", flush=True)
+        for caches in launch.kernel.device_caches.values():
+            for compiled in list(caches[0].values())[:1]:
+                print("  torch:", describe(compiled.asm["ptx"], compiled.asm["ttgir"], compiled.metadata.shared))
+        dumped = glob.glob(f"{DUMP}/*/{launch.name}.ttgir")
+        if dumped:
+            folder = os.path.dirname(dumped[0])
+            ptx = open(os.path.join(folder, f"{launch.name}.ptx")).read()
+            ttgir = open(dumped[0]).read()
+            shared = int(re.search(r"ttg\.shared = (\d+)", ttgir).group(1))
+            print("  jax-triton:", describe(ptx, ttgir, shared))
+
+
+def describe(ptx: str, ttgir: str, shared: int) -> str:
+    return (f"target {' '.join(re.findall(r'^[.]target (.*)$', ptx, re.M))}, wgmma {ptx.count('wgmma')}, "
+            f"cp.async {ptx.count('cp.async')}, shared {shared:,} B, "
+            f"pointers divisible by 16 {ttgir.count('tt.divisibility = 16')}")
+
+
+if __name__ == "__main__":
+    main()
