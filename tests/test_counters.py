@@ -142,8 +142,9 @@ def test_a_profiler_failure_is_recorded_and_the_pass_goes_on(tmp_path, monkeypat
 
 def test_a_torn_or_foreign_line_is_skipped_with_a_warning(tmp_path):
     path = tmp_path / "x.counters.jsonl"
-    good = counter_records.CounterRecord("r", "moe", "tiny", "c", "torch", "bf16", "ok")
-    path.write_text(good.to_json() + "\n" + json.dumps({**json.loads(good.to_json()), "version": 9}) + "\n{\"torn")
+    counter_records.append(path, counter_records.CounterRecord("r", "moe", "tiny", "c", "torch", "bf16", "ok"))
+    good = json.loads(path.read_text())
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "version": 9}) + "\n{\"torn")
     found, warnings = counter_records.read(path)
     assert len(found) == 1 and len(warnings) == 2 and "upgrade flybench" in warnings[0]
 

@@ -19,13 +19,10 @@ asv's results. A torn last line is skipped with a warning, as for case records.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
-from flybench import jsonl
-from flybench.measure.record import check_case
+from flybench.measure.record import SideRecords
 
 FORMAT_VERSION = 1
 SUFFIX = ".counters.jsonl"
@@ -56,29 +53,7 @@ class CounterRecord:
     started_at: str = ""
     version: int = FORMAT_VERSION
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), allow_nan=True)
 
-
-def path_for(results_dir: Path, machine: str, commit: str, env: str) -> Path:
-    """Beside asv's `<machine>/<commit8>-<env>.json`, with a suffix asv ignores (as case records are)."""
-    return jsonl.beside_results(results_dir, machine, commit, env, SUFFIX)
-
-
-def append(path: Path, record: CounterRecord) -> None:
-    jsonl.append(path, record.to_json())
-
-
-def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every usable record in file order, and a warning per line skipped."""
-    return jsonl.read(path, _check)
-
-
-def _check(record: dict[str, Any]) -> None:
-    check_case(record)
-    if record.get("version") != FORMAT_VERSION:
-        raise ValueError(f"format version {record.get('version')!r}: this flybench reads {FORMAT_VERSION}; "
-                         "upgrade flybench")
-    for name in ("total", "derived", "counters"):
-        if type(record.get(name, {})) is not dict:
-            raise ValueError(f"{name} must be an object")
+FILE = SideRecords(SUFFIX, FORMAT_VERSION, ("total", "derived", "counters"))
+"""The file's format: where it lies, how a CounterRecord is appended, which lines are read back."""
+path_for, append, read = FILE.path_for, FILE.append, FILE.read

@@ -130,6 +130,37 @@ def check_case(record: dict[str, Any]) -> None:
         raise ValueError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
 
 
+@dataclass(frozen=True)
+class SideRecords:
+    """A file of per-case records written beside asv's results by a pass after the timing (the hardware
+    counters, a model step's role split): its suffix, its format version, and the fields that must be objects.
+    Its records carry the case key and status the case records do (`check_case`)."""
+
+    suffix: str
+    version: int
+    objects: tuple[str, ...]
+
+    def path_for(self, results_dir: Path, machine: str, commit: str, env: str) -> Path:
+        """Beside asv's `<machine>/<commit8>-<env>.json`, with the suffix asv ignores (as case records are)."""
+        return jsonl.beside_results(results_dir, machine, commit, env, self.suffix)
+
+    def append(self, path: Path, record: Any) -> None:
+        jsonl.append(path, json.dumps(asdict(record), allow_nan=True))
+
+    def read(self, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+        """Every usable record in file order, and a warning per line skipped."""
+        return jsonl.read(path, self.check)
+
+    def check(self, record: dict[str, Any]) -> None:
+        check_case(record)
+        if record.get("version") != self.version:
+            raise ValueError(f"format version {record.get('version')!r}: this flybench reads {self.version}; "
+                             "upgrade flybench")
+        for name in self.objects:
+            if type(record.get(name, {})) is not dict:
+                raise ValueError(f"{name} must be an object")
+
+
 def _check(record: dict[str, Any]) -> None:
     check_case(record)
     version = record.get("version", 1)

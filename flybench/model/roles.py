@@ -37,12 +37,11 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flybench import jsonl
-from flybench.measure.record import check_case
+from flybench.measure.record import SideRecords
 
 FORMAT_VERSION = 1
 SUFFIX = ".roles.jsonl"
@@ -80,31 +79,10 @@ class RoleRecord:
     started_at: str = ""
     version: int = FORMAT_VERSION
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), allow_nan=True)
 
-
-def path_for(results_dir: Path, machine: str, commit: str, env: str) -> Path:
-    return jsonl.beside_results(results_dir, machine, commit, env, SUFFIX)
-
-
-def append(path: Path, record: RoleRecord) -> None:
-    jsonl.append(path, record.to_json())
-
-
-def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every usable record in file order, and a warning per line skipped."""
-    return jsonl.read(path, _check)
-
-
-def _check(record: dict[str, Any]) -> None:
-    check_case(record)
-    if record.get("version") != FORMAT_VERSION:
-        raise ValueError(f"format version {record.get('version')!r}: this flybench reads {FORMAT_VERSION}; "
-                         "upgrade flybench")
-    for name in ("roles_ms", "role_events", "conditions"):
-        if type(record.get(name, {})) is not dict:
-            raise ValueError(f"{name} must be an object")
+FILE = SideRecords(SUFFIX, FORMAT_VERSION, ("roles_ms", "role_events", "conditions"))
+"""The file's format: where it lies, how a RoleRecord is appended, which lines are read back."""
+path_for, append, read = FILE.path_for, FILE.append, FILE.read
 
 
 def shares(roles_ms: dict[str, float], step_ms: float | None) -> dict[str, float]:
