@@ -144,6 +144,14 @@ class SideRecords:
         """Beside asv's `<machine>/<commit8>-<env>.json`, with the suffix asv ignores (as case records are)."""
         return jsonl.beside_results(results_dir, machine, commit, env, self.suffix)
 
+    def files_in(self, folders: list[Path]) -> list[Path]:
+        """The files of this kind in these machine folders."""
+        return sorted(path for folder in folders for path in folder.glob(f"*{self.suffix}"))
+
+    def beside(self, results_file: Path) -> Path:
+        """The file of this kind that belongs to a results file (`<stem><suffix>`)."""
+        return results_file.with_name(results_file.stem + self.suffix)
+
     def append(self, path: Path, record: Any) -> None:
         jsonl.append(path, json.dumps(asdict(record), allow_nan=True))
 

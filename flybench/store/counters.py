@@ -32,15 +32,6 @@ COUNTER_COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark",
                    "value", "unit", "fixed", "tool", "source_file")
 
 
-def counter_files(machine_dirs: list[Path]) -> list[Path]:
-    return sorted(p for d in machine_dirs for p in d.glob(f"*{counter_records.SUFFIX}"))
-
-
-def beside(results_file: Path) -> Path:
-    """The counter file of a results file (`<stem>.counters.jsonl`)."""
-    return results_file.with_name(results_file.stem + counter_records.SUFFIX)
-
-
 def ingest_counters(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, paths: list[Path],
                     warnings: list[str], errors: list[FileError]) -> int:
     """Store every changed counter file; returns the counter rows written. Runs each file in its own

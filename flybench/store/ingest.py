@@ -38,7 +38,10 @@ import pandas as pd
 import pyarrow as pa
 from asv import util
 
+from flybench.counters import record as counter_records
 from flybench.errors import FlybenchError
+from flybench.measure.record import SideRecords
+from flybench.model import roles
 from flybench.store import counters as stored_counters
 from flybench.store import roles as stored_roles
 from flybench.store import commit_notes, heads, sidecar
@@ -332,21 +335,10 @@ def _ingest_files(
         batch.store()  # the files read before the failure are kept, as when each file was its own transaction
         raise
     batch.store()
-    counter_paths = stored_counters.counter_files(machine_dirs)
-    seen.update(tracker.relpath(p) for p in counter_paths)
-    refused = _refused_counters(counter_paths, report.errors)
-    for path in refused:
-        report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
-    counter_paths = [p for p in counter_paths if p not in refused]
-    report.counter_rows = stored_counters.ingest_counters(conn, tracker, subject, counter_paths, report.warnings,
-                                                          report.errors)
-    role_paths = stored_roles.role_files(machine_dirs)
-    seen.update(tracker.relpath(p) for p in role_paths)
-    refused = _refused_counters(role_paths, report.errors, stored_roles.beside)
-    for path in refused:
-        report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
-    role_paths = [p for p in role_paths if p not in refused]
-    report.role_rows = stored_roles.ingest_roles(conn, tracker, subject, role_paths, report.warnings, report.errors)
+    report.counter_rows = _ingest_beside(conn, tracker, subject, machine_dirs, seen, report, counter_records.FILE,
+                                         stored_counters.ingest_counters)
+    report.role_rows = _ingest_beside(conn, tracker, subject, machine_dirs, seen, report, roles.FILE,
+                                      stored_roles.ingest_roles)
     absent = sorted(tracker.known_paths() - seen)
     held = held_machines(machine_dirs)
     pruned = [path for path in absent if prune and path.split("/", 1)[0] in held]
@@ -366,13 +358,24 @@ def _ingest_files(
     tracker.flush()
 
 
-def _refused_counters(counter_paths: list[Path], errors: list[FileError],
-                      beside: Callable[[Path], Path] = stored_counters.beside) -> list[Path]:
+def _ingest_beside(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, machine_dirs: list[Path],
+                   seen: set[str], report: IngestReport, kind: SideRecords, ingest: Callable[..., int]) -> int:
+    """Store the record files of one kind the tree holds beside its results (counters, role splits), except those
+    whose results file was refused; returns the rows written."""
+    paths = kind.files_in(machine_dirs)
+    seen.update(tracker.relpath(p) for p in paths)
+    refused = _refused_beside(paths, report.errors, kind)
+    for path in refused:
+        report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
+    return ingest(conn, tracker, subject, [p for p in paths if p not in refused], report.warnings, report.errors)
+
+
+def _refused_beside(paths: list[Path], errors: list[FileError], kind: SideRecords) -> list[Path]:
     """The counter (or role) files whose results file was refused (a copy of another, a broken one, one whose case
     records or machine.json were), which are refused with it: a backup copy of a folder would double their rows."""
-    results = {str(beside(sidecar.results_file_of(Path(error.path)))) for error in errors}
+    results = {str(kind.beside(sidecar.results_file_of(Path(error.path)))) for error in errors}
     folders = {str(Path(error.path).parent) for error in errors if Path(error.path).name == "machine.json"}
-    return [p for p in counter_paths if str(p) in results or str(p.parent) in folders]
+    return [p for p in paths if str(p) in results or str(p.parent) in folders]
 
 
 def project_name(results_dir: Path, config: Path | None = None) -> str:

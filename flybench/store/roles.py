@@ -30,15 +30,6 @@ COLUMNS = ("subject", "machine", "commit_hash", "env_name", "benchmark", "params
            "source_file")
 
 
-def role_files(machine_dirs: list[Path]) -> list[Path]:
-    return sorted(p for d in machine_dirs for p in d.glob(f"*{roles.SUFFIX}"))
-
-
-def beside(results_file: Path) -> Path:
-    """The role file of a results file (`<stem>.roles.jsonl`)."""
-    return results_file.with_name(results_file.stem + roles.SUFFIX)
-
-
 def ingest_roles(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, paths: list[Path],
                  warnings: list[str], errors: list[FileError]) -> int:
     """Store every changed role file; returns the case rows written."""
