@@ -12,11 +12,12 @@ of them) and the pointer arguments marked divisible by 16.
 
     python studies/jax_triton_pipelining.py      # on a GPU, with jax, jax-triton and triton
 
-`--cross` needs no GPU: it cross-compiles `moe_gate_up` for sm_90 three ways with Triton's own compiler,
-specialised as the two routes specialise it. Triton's JIT marks integer arguments divisible by 16 when they
-are (sizes, strides); jax-triton marks the array pointers only and passes the integers unmarked. Without
-that, Triton cannot prove the tiles' loads are 16-byte vectors, and its pipeliner issues no asynchronous
-copies. Marking the integers again, or passing them as compile-time constants, restores the pipeline.
+`--cross` needs no GPU: it cross-compiles the two GEMMs of that layer for sm_90 with Triton's own compiler,
+specialised as each route specialises the plan's launches (`flybench.kernels.triton.specs`). Triton's JIT marks
+integer arguments divisible by 16 when they are; jax-triton marks the array pointers only. While the sizes and
+strides were run-time integers, jax-triton's compile could not prove the tiles' loads were 16-byte vectors and
+Triton's pipeliner issued no asynchronous copies (0 cp.async against 94). The kernels now take them as
+compile-time constants, and both routes compile the same pipeline.
 
     python studies/jax_triton_pipelining.py --cross
 """
@@ -86,35 +87,17 @@ def main() -> None:
 
 
 def cross() -> None:
-    """`moe_gate_up` compiled for sm_90 with Triton's compiler as each route specialises it (module docstring)."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+    """The GEMMs of Mixtral's 1,024-token MoE compiled for sm_90 as each route specialises the plan's launches."""
+    from flybench.kernels.triton import specs
 
-    from flybench.kernels.triton.moe import moe_gate_up
-
-    signature = {"a": "*bf16", "a_scale": "*fp32", "w": "*bf16", "w_scale": "*fp32", "sorted_ids": "*i32",
-                 "block_expert": "*i32", "total": "*i32", "act": "*bf16", "pairs": "i32", "hidden": "i32",
-                 "inter": "i32", "stride_am": "i32", "stride_we": "i32", "stride_wn": "i32", "stride_se": "i32",
-                 "stride_cm": "i32"}
-    metaparams = {"TOP_K": TOP_K, "FP8": False, "BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8,
-                  "EVEN_K": True}
-    names = list(signature)
-    pointers = [n for n, t in signature.items() if t.startswith("*")]
-    integers = [n for n in names if n not in pointers]
-    shape = {"hidden": HIDDEN, "inter": INTER, "stride_am": HIDDEN, "stride_we": 2 * INTER * HIDDEN,
-             "stride_wn": HIDDEN, "stride_se": 1, "stride_cm": INTER}
-    routes = (("as Triton's JIT specialises it (pointers and integers)", pointers + integers, {}),
-              ("as jax-triton specialises it (pointers only)", pointers, {}),
-              ("pointers marked, sizes and strides as constants", pointers, shape))
-    for label, divisible, constants in routes:
-        kinds = {**signature, **{n: "constexpr" for n in [*metaparams, *constants]}}
-        attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible if kinds[n] != "constexpr"}
-        kernel = triton.compile(ASTSource(moe_gate_up, kinds, {**metaparams, **constants}, attrs),
-                                target=GPUTarget("cuda", 90, 32), options={"num_warps": 4, "num_stages": 4})
-        ptx = kernel.asm["ptx"]
-        print(f"{label}: cp.async {ptx.count('cp.async')}, wgmma {ptx.count('wgmma')}, shared "
-              f"{kernel.metadata.shared:,} B", flush=True)
+    for launch in GEMMS:
+        for label, marked in (("as Triton's JIT specialises it (pointers and integers)", True),
+                              ("as jax-triton specialises it (pointers only)", False)):
+            kernel = specs.launch_spec("sm_90", "moe", "mixtral8x7b-t1024", "bf16", launch,
+                                       mark_integers=marked).compile("sm_90")
+            ptx = kernel.asm["ptx"]
+            print(f"{launch}, {label}: cp.async {ptx.count('cp.async')}, wgmma {ptx.count('wgmma')}, shared "
+                  f"{kernel.metadata.shared:,} B", flush=True)
 
 
 def describe(ptx: str, ttgir: str, shared: int) -> str:

@@ -1,113 +1,157 @@
-"""The model lane's first figures: prefill and decode tokens/s of a Mixtral-shaped decoder in JAX, per MoE layer.
+"""The model lane side by side: ragged_dot, dense and the Triton MoE in one process, for the same steps, each
+checked, timed and split by role, with the Amdahl check of each variant against ragged_dot.
 
-Random weights of Mixtral-8x7B's dimensions at `--layers` layers (so they fit
-one GPU), bf16, the MoE swapped between XLA's `ragged_dot` (the stock path
-the AMD talk measured against) and the dense masked path. Before timing, each
-variant's bf16 logits are checked against a float32 run of the same weights.
-A step is timed as a JAX user pays for it: the jitted call from Python until
-its result is ready, median of `--repeats` after a warm-up. Every row carries
-its conditions: precision, batch, sequence, the MoE FLOPs the formulation
-performs (ragged_dot does the routed work; dense does every expert), and
-XLA_FLAGS.
+The steps are the `mixtral_step` workload's cases (`--set quick`: prefill
+1 x 2048, decode 1 x 1 and 8 x 1 at context 512, 4 of Mixtral-8x7B's
+layers with random weights, bf16), built and timed as `flybench run` builds
+and times them (`flybench.model.lane.runner`: the jitted call from Python
+until its logits are ready; decode feeds each call's cache to the next).
+For each step and variant:
 
-    python -m studies.model_lane --layers 4 --out docs/data/model-lane.json
+1. correctness: the bf16 logits against the float32 step of the same
+   weights (`lane.reference`), within the workload's tolerance, before any
+   timing;
+2. tokens/s: the median of `--repeats` calls after one warm-up;
+3. the role split (`flybench.model.roles.attributed`): 5 steps timed, 5 more
+   traced, their kernels attributed by role, once with the kernels inside
+   command buffers as the timed step runs them and once one launch a
+   kernel;
+4. the Amdahl check against ragged_dot, per split: the speed measured over
+   the traced steps, and the speed predicted by replacing only the MoE's
+   kernel time.
+
+The JSON holds the conditions (precision, layers, batch, tokens, context,
+XLA_FLAGS, the versions of jax, jaxlib, jax-triton and triton, the device)
+and one entry per step. Partial results are written after every variant.
+
+    python -m studies.model_lane --out docs/data/h200-model-lane-side-by-side.json
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from flybench.model import lane, mixtral
+from flybench.model import attribution, lane, roles
 
-
-def timed(function, repeats: int) -> float:
-    """Median seconds of `function()` (which blocks until its result is ready), after one warm-up call."""
-    function()
-    samples = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        function()
-        samples.append(time.perf_counter() - began)
-    return statistics.median(samples)
+PROVIDERS = ("xla", "xla-dense", "jax-triton")
+"""The MoE layers ragged_dot, dense and triton, as `flybench run` names their providers."""
+BASE = "xla"
 
 
-def checked(config: mixtral.Config, moe: str, prompt: int) -> float:
-    """The bf16 step's largest logit error against the float32 step of the same weights, relative to the largest
-    logit. The float32 step runs the MoE as `ragged_dot`, which XLA runs in any precision (the Triton MoE is
-    bf16 only)."""
-    import jax
-    import jax.numpy as jnp
-
-    tokens = jax.random.randint(jax.random.PRNGKey(7), (1, prompt), 0, config.vocab)
-    out = {}
-    for dtype, layer in (("float32", "ragged_dot"), ("bfloat16", moe)):
-        params = mixtral.for_moe(mixtral.init(config, dtype), layer)
-        logits, _ = mixtral.compiled(config, layer)(params, tokens, mixtral.empty_cache(config, 1, prompt, dtype), 0)
-        out[dtype] = jax.block_until_ready(logits)
-        del params
-    return float(jnp.max(jnp.abs(out["bfloat16"] - out["float32"])) / jnp.max(jnp.abs(out["float32"])))
+def versions() -> dict[str, str]:
+    found = {}
+    for package in ("jax", "jaxlib", "jax-triton", "triton", "torch"):
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "absent"
+    return found
 
 
-def measure(config: mixtral.Config, moe: str, prompts: list[int], batches: list[int], cache: int,
-            repeats: int) -> list[dict]:
-    import jax
+def checked_and_timed(case, provider: str, inputs, reference, repeats: int) -> dict[str, Any]:
+    """The variant's bf16 logits against the float32 step by the workload's tolerance (the gate `flybench run`
+    applies before timing); if they pass, the median ms of the timed call after the checked one."""
+    from flybench.measure import correctness
+    from flybench.workloads import get_workload
 
-    params = mixtral.for_moe(mixtral.init(config, "bfloat16"), moe)
-    step = mixtral.compiled(config, moe)
-    rows = []
-    for prompt in prompts:
-        tokens = jax.random.randint(jax.random.PRNGKey(prompt), (1, prompt), 0, config.vocab)
-        seconds = timed(lambda: jax.block_until_ready(
-            step(params, tokens, mixtral.empty_cache(config, 1, prompt, "bfloat16"), 0)[0]), repeats)
-        rows.append({"phase": "prefill", "moe": moe, "batch": 1, "tokens": prompt, "ms": 1e3 * seconds,
-                     "tokens_per_s": prompt / seconds, "moe_tflop": lane.moe_flops(config, prompt, moe) / 1e12})
-        print(json.dumps(rows[-1]), flush=True)
-    for batch in batches:
-        tokens = jax.random.randint(jax.random.PRNGKey(batch), (batch, cache // 2), 0, config.vocab)
-        _, kv = step(params, tokens, mixtral.empty_cache(config, batch, cache, "bfloat16"), 0)
-        state = {"kv": kv, "at": cache // 2}
-        one = tokens[:, :1]
+    call = lane.runner(case, lane.MOE_OF_PROVIDER[provider], inputs)
+    verdict = correctness.check(call(), reference, "bf16", get_workload(case.workload).tolerances["bf16"])
+    found: dict[str, Any] = {"check": {"passed": verdict.passed, "error": verdict.errors.get("out"),
+                                       "tolerance": verdict.tolerance, "reason": verdict.reason}}
+    if verdict.passed:
+        samples = []
+        for _ in range(repeats):
+            began = time.perf_counter()
+            call()
+            samples.append(time.perf_counter() - began)
+        found["ms"] = 1e3 * statistics.median(samples)
+        found["tokens_per_s"] = case.shape["batch"] * case.shape["tokens"] / (found["ms"] / 1e3)
+    return found
 
-        def decode() -> None:
-            logits, state["kv"] = step(params, one, state["kv"], state["at"])
-            jax.block_until_ready(logits)
-            state["at"] = min(state["at"] + 1, cache - 1)
 
-        seconds = timed(decode, repeats)
-        rows.append({"phase": "decode", "moe": moe, "batch": batch, "tokens": batch, "context": cache // 2,
-                     "ms": 1e3 * seconds, "tokens_per_s": batch / seconds,
-                     "moe_tflop": lane.moe_flops(config, batch, moe) / 1e12})
-        print(json.dumps(rows[-1]), flush=True)
-    return rows
+def amdahl_checks(variants: dict[str, dict]) -> dict[str, dict]:
+    """Per split mode, each variant against ragged_dot: measured and predicted speed and their gap."""
+    checks: dict[str, dict] = {}
+    base = variants.get(BASE)
+    for mode in ("command_buffers", "one_launch_a_kernel"):
+        if not base or base["splits"].get(mode, {}).get("status") != "ok":
+            continue
+        b = base["splits"][mode]
+        for provider, found in variants.items():
+            split = found["splits"].get(mode, {})
+            if provider == BASE or split.get("status") != "ok":
+                continue
+            check = attribution.amdahl(attribution.Attribution(b["step_ms"], b["roles_ms"]),
+                                       attribution.Attribution(split["step_ms"], split["roles_ms"]))
+            check["gap"] = check["predicted"] / check["measured"] - 1
+            checks.setdefault(mode, {})[provider] = check
+    return checks
 
 
 def main(argv: list[str] | None = None) -> int:
     import jax
 
+    from flybench import hardware
+    from flybench.workloads import get_workload
+
     parser = argparse.ArgumentParser(prog="python -m studies.model_lane", description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--prompts", type=int, nargs="+", default=[128, 512, 2048])
-    parser.add_argument("--batches", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--cache", type=int, default=1024, help="decode: KV cache length (half filled first)")
-    parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--moe", nargs="+", default=list(mixtral.MOE_LAYERS), choices=list(mixtral.MOE_LAYERS))
+    parser.add_argument("--set", default="quick", help="the mixtral_step cases to run (tiny, quick, full)")
+    parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=list(PROVIDERS))
+    parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    config = mixtral.with_layers(mixtral.MIXTRAL, args.layers)
-    document = {"model": "Mixtral-8x7B dimensions, random weights", "layers": args.layers, "precision": "bf16",
-                "weights_gb": config.weights_bytes_bf16 / 1e9, "device": str(jax.devices()[0].device_kind),
-                "jax": jax.__version__, "xla_flags": os.environ.get("XLA_FLAGS", ""), "rows": [], "checks": {}}
-    for moe in args.moe:
-        document["checks"][moe] = {"prompt": 128, "max_error_vs_float32": checked(config, moe, 128)}
-        print(moe, document["checks"][moe], flush=True)
-        document["rows"] += measure(config, moe, args.prompts, args.batches, args.cache, args.repeats)
-        args.out.write_text(json.dumps(document, indent=1) + "\n")
+    workload = get_workload("mixtral_step")
+    device = jax.devices()[0]
+    document: dict[str, Any] = {
+        "what": __doc__.splitlines()[0], "command": "python -m studies.model_lane " + " ".join(argv or sys.argv[1:]),
+        "conditions": {"precision": "bf16", "model": "Mixtral-8x7B dimensions, random weights",
+                       "xla_flags": os.environ.get("XLA_FLAGS", ""), "device": device.device_kind,
+                       "platform": device.platform, "versions": versions(), "repeats": args.repeats,
+                       "trace_steps": roles.STEPS},
+        "steps": []}
+    torch_device = hardware.detect().torch_device
+    for case in workload.cases(args.set):
+        inputs = workload.make_inputs(case, "bf16", torch_device, seed=0)
+        reference = lane.reference(case, inputs)
+        entry = {"case": case.name, **{k: case.shape[k] for k in ("phase", "batch", "tokens", "context", "layers")},
+                 "variants": {}}
+        document["steps"].append(entry)
+        for provider in args.providers:
+            moe = lane.MOE_OF_PROVIDER[provider]
+            found: dict[str, Any] = {"moe": moe, "conditions": lane.conditions(case, moe)}
+            entry["variants"][provider] = found
+            found.update(checked_and_timed(case, provider, inputs, reference, args.repeats))
+            print(case.name, provider, json.dumps({k: found.get(k) for k in ("check", "ms", "tokens_per_s")}),
+                  flush=True)
+            if not found["check"]["passed"]:
+                continue
+            found["splits"] = {}
+            lowered, call, _ = roles.traced_step(case.name, provider, "bf16")
+            for mode, command_buffers in (("command_buffers", True), ("one_launch_a_kernel", False)):
+                with tempfile.TemporaryDirectory(prefix="model-lane-trace-") as tmp:
+                    split = roles.attributed(lowered, call, {}, provider, Path(tmp), command_buffers=command_buffers)
+                split.pop("conditions")
+                split["kernel_share"] = sum(split["roles_ms"].values()) / split["step_ms"]
+                split["groups"] = roles.shares(split["roles_ms"], split["step_ms"])
+                found["splits"][mode] = split
+                print(case.name, provider, mode, json.dumps({k: split.get(k) for k in
+                      ("status", "step_ms", "kernel_share", "roles_ms", "rest_top", "reason")}), flush=True)
+            del lowered, call
+            entry["amdahl"] = amdahl_checks(entry["variants"])
+            args.out.write_text(json.dumps(document, indent=1, default=str) + "\n")
+        if "tokens_per_s" in entry["variants"].get(BASE, {}):
+            entry["speed_vs_ragged_dot"] = {p: v["tokens_per_s"] / entry["variants"][BASE]["tokens_per_s"]
+                                            for p, v in entry["variants"].items() if "tokens_per_s" in v}
+        args.out.write_text(json.dumps(document, indent=1, default=str) + "\n")
     return 0
 
 

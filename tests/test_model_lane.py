@@ -202,6 +202,34 @@ def test_a_trace_of_the_step_attributes_its_kernels_to_every_role(tmp_path) -> N
     assert 0 < found.kernel_share
 
 
+@pytest.mark.parametrize("command_buffers", [True, False])
+def test_a_step_compiled_for_either_trace_mode_attributes_every_role(tmp_path, command_buffers) -> None:
+    """Both compile options are XLA's own (an unknown one is refused), and neither loses a role's kernels."""
+    params = mixtral.for_moe(mixtral.init(CONFIG, "float32"), "ragged_dot")
+    step = jax.jit(lambda p, t, c: mixtral.step(p, t, c, 0, config=CONFIG, moe="ragged_dot"))
+    call = (params, TOKENS, mixtral.empty_cache(CONFIG, 2, 6, "float32"))
+    found = attribution.attribute(attribution.compile_for_trace(step.lower(*call), command_buffers), call,
+                                  tmp_path / "trace", steps=2)
+    assert all(found.role_events.get(role, 0) > 0 for role in mixtral.ROLES)
+
+
+def test_a_kernel_inside_a_command_buffer_is_found_by_its_own_name() -> None:
+    """Inside a command buffer a kernel's hlo_op names the buffer; the kernel is named after its fusion, with
+    the fusion's '.' and '-' as '_'."""
+    hlo = ('%gemm_fusion_dot.85 = bf16[8,4096]{1,0} fusion(%p0, %p1), kind=kCustom, '
+           'metadata={op_name="jit(step)/layer_0/role_moe/dot_general"}\n'
+           '%dynamic-update-slice_fusion.2 = bf16[8]{0} fusion(%p2), kind=kLoop, '
+           'metadata={op_name="jit(step)/layer_0/role_attention/dynamic_update_slice"}\n')
+    names = attribution.scopes(hlo)
+    in_buffer = {"args": {"hlo_op": "command_buffer.3"}}
+    assert attribution.role_of(attribution.scope_of({**in_buffer, "name": "gemm_fusion_dot_85"}, names)) == "moe"
+    assert attribution.role_of(attribution.scope_of(
+        {**in_buffer, "name": "dynamic_update_slice_fusion_2"}, names)) == "attention"
+    assert attribution.role_of(attribution.scope_of({"args": {"hlo_op": "gemm_fusion_dot.85"}, "name": "x"},
+                                                    names)) == "moe"
+    assert attribution.scope_of({**in_buffer, "name": "nvjet_hsh_128x256"}, names) == ""
+
+
 def test_a_role_is_its_whole_scope_name() -> None:
     assert attribution.role_of("jit(<lambda>)/role_moe/dot_general") == "moe"
     assert attribution.role_of("jit(<lambda>)/role_moe_extra/add") == "rest"

@@ -90,3 +90,19 @@ def test_compile_suite_tracks_the_provider_kernels_at_each_targets_table_entry(a
     entry = configs.moe_config(arch, "bf16", 16)
     assert entry.constexprs and all(moe.constexprs[k] == v for k, v in entry.constexprs.items())
     assert all(moe.options[k] == v for k, v in entry.options.items())
+
+
+JAX_TRITON_LAUNCHES = [("moe", "mixtral8x7b-t1024", "moe_gate_up"), ("moe", "mixtral8x7b-t1024", "moe_down"),
+                       ("diffusion_attention", "llada8b-b8-ctx4k-d64-p16-bidir", "diffusion_attention_fwd")]
+
+
+@pytest.mark.parametrize("workload,case,launch", JAX_TRITON_LAUNCHES, ids=[c[2] for c in JAX_TRITON_LAUNCHES])
+def test_jax_triton_compiles_the_pipeline_tritons_jit_compiles(workload, case, launch):
+    """jax-triton marks only array pointers divisible by 16. The kernels take their sizes and strides as
+    constants, so its compile must keep the asynchronous copies and the stages of shared memory that Triton's
+    JIT compiles from a torch launch (with the strides at run time it had none: 0 cp.async, one stage)."""
+    jit, jax_triton = (specs.launch_spec("sm_90", workload, case, "bf16", launch, mark_integers=marked).compile("sm_90")
+                       for marked in (True, False))
+    copies = [kernel.asm["ptx"].count("cp.async") for kernel in (jit, jax_triton)]
+    assert copies[0] > 0 and copies[1] == copies[0], copies
+    assert jax_triton.metadata.shared == jit.metadata.shared > 0

@@ -5,10 +5,13 @@ Each kernel event of a trace names the HLO instruction it ran (`hlo_op`);
 the compiled module's text gives that instruction's `op_name` metadata, the
 scope path it was traced under, and `flybench.model.mixtral.ROLES` names the
 scopes. A kernel whose instruction carries no role scope is "rest". On a GPU,
-XLA runs a step's kernels inside command buffers by default, and a kernel in
-one names the buffer, not its instruction: attribute with
-`XLA_FLAGS=--xla_gpu_enable_command_buffer=`. On a CPU the trace's thunks
-carry `hlo_op` the same way, which is what the tests attribute.
+XLA runs a step's kernels inside command buffers (CUDA graphs) by default,
+and runs them one by one instead while a profiler is active, unless told
+otherwise: `compile_for_trace` says which. A kernel inside a command buffer
+names the buffer as its `hlo_op`; its own name is its fusion's, sanitised
+(`gemm_fusion_dot.85` runs as `gemm_fusion_dot_85`), and that is how it is
+found. On a CPU the trace's thunks carry `hlo_op` the same way, which is what
+the tests attribute.
 """
 
 from __future__ import annotations
@@ -50,9 +53,33 @@ class Attribution:
         return self.kernels_ms / self.step_ms
 
 
+TRACE_OPTIONS = {True: {"xla_enable_command_buffers_during_profiling": True},
+                 False: {"xla_gpu_enable_command_buffer": ""}}
+"""Compile options of a traced step, by whether its kernels run inside command buffers as the timed step's do."""
+
+
+def compile_for_trace(lowered: Any, command_buffers: bool) -> Any:
+    """The lowered step compiled to be traced with its kernels inside command buffers, as it runs untraced (XLA
+    otherwise leaves them while a profiler is active), or without them, one launch a kernel."""
+    return lowered.compile(TRACE_OPTIONS[command_buffers])
+
+
 def scopes(hlo_text: str) -> dict[str, str]:
-    """HLO instruction name -> its op_name (the traced scope path)."""
-    return {name: op for name, op in _INSTRUCTION.findall(hlo_text)}
+    """HLO instruction name -> its op_name (the traced scope path); each name also as a kernel names it."""
+    found = {name: op for name, op in _INSTRUCTION.findall(hlo_text)}
+    return {**{_kernel_name(name): op for name, op in found.items()}, **found}
+
+
+def _kernel_name(instruction: str) -> str:
+    """The name XLA gives the kernel of an instruction: every character but letters, digits and _ as _."""
+    return re.sub(r"\W", "_", instruction)
+
+
+def scope_of(event: dict, names: dict[str, str]) -> str:
+    """The scope path of a kernel event's instruction: by the `hlo_op` it names, else (inside a command buffer,
+    whose name `hlo_op` holds) by its kernel's name; "" when neither is an instruction of the module."""
+    kernel = event.get("name", "")
+    return names.get(event["args"].get("hlo_op", "")) or names.get(kernel) or names.get(_kernel_name(kernel), "")
 
 
 def role_of(op_name: str) -> str:
@@ -88,12 +115,12 @@ def attribute(compiled: Any, args: Sequence[Any], trace_dir: Path, steps: int = 
     counted: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
     for event in events:
-        op = event["args"].get("hlo_op", "")
-        role = role_of(names.get(op, names.get(event.get("name", ""), "")))
+        op, kernel = event["args"].get("hlo_op", ""), event.get("name", "")
+        role = role_of(scope_of(event, names))
         by_role[role] += event["dur"] / 1e3 / steps
         counted[role] += 1 / steps
         if role == "rest":
-            unknown[op or event.get("name", "?")] += event["dur"] / 1e3 / steps
+            unknown[f"{kernel} ({op})" if op and op != kernel else kernel or "?"] += event["dur"] / 1e3 / steps
     return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps, dict(counted))
 
 

@@ -48,9 +48,10 @@ SUFFIX = ".roles.jsonl"
 WORKLOAD = "mixtral_step"
 STEPS = 5
 """Calls timed, then as many traced: the split is their mean."""
+COMMAND_BUFFERS = False
+"""Whether the traced step runs its kernels inside command buffers (`flybench.model.attribution.compile_for_trace`);
+the record's `tracer` says which."""
 NO_COMMAND_BUFFERS = "--xla_gpu_enable_command_buffer="
-"""On a GPU XLA runs a step's kernels inside command buffers, where a kernel names its buffer, not its
-instruction, and no role can be found: the traced process runs with this flag (docs/model-lane.md)."""
 GROUPS = {"moe": ("moe",), "attention": ("attention",), "other": ("norm", "routing", "head")}
 """The split the dashboard shows: the MoE, attention, and the other roles together; "rest" stays apart."""
 
@@ -116,16 +117,13 @@ def untraceable(provider: str) -> str | None:
     return None
 
 
-def split_of(shape_set: str, case_name: str, provider: str, dtype: str, trace_dir: Path,
-             steps: int = STEPS) -> dict[str, Any]:
-    """Build one case's step as the timing pass does (bf16 weights, the provider's MoE layer, the same inputs),
-    trace it and attribute its kernels by role: the fields of a RoleRecord."""
-    if reason := untraceable(provider):
-        return {"status": "unavailable", "reason": reason}
+def traced_step(case_name: str, provider: str, dtype: str) -> tuple[Any, tuple, dict[str, Any]]:
+    """One case's step built as the timing pass builds it (bf16 weights, the provider's MoE layer, the same
+    inputs), lowered for tracing: the lowered step, its arguments and its conditions."""
     import jax
 
     from flybench import hardware
-    from flybench.model import attribution, lane, mixtral
+    from flybench.model import lane, mixtral
     from flybench.providers.xla import to_jax
     from flybench.workloads import get_workload
 
@@ -145,16 +143,27 @@ def split_of(shape_set: str, case_name: str, provider: str, dtype: str, trace_di
     # No donated cache, unlike the timed decode: every traced call reads the same one.
     step = jax.jit(lambda p, t, c: mixtral.step(p, t, c, position, config=config, moe=moe))
     args = (params, tokens, cache)
-    found = attribution.attribute(step.lower(*args).compile(), args, trace_dir, steps=steps)
+    return step.lower(*args), args, lane.conditions(case, moe)
+
+
+def attributed(lowered: Any, args: tuple, conditions: dict[str, Any], provider: str, trace_dir: Path,
+               steps: int = STEPS, command_buffers: bool = COMMAND_BUFFERS) -> dict[str, Any]:
+    """The traced step's kernels attributed by role: the fields of a RoleRecord."""
+    import jax
+
+    from flybench.model import attribution
+
+    found = attribution.attribute(attribution.compile_for_trace(lowered, command_buffers), args, trace_dir,
+                                  steps=steps)
     device = jax.devices()[0]
     out = {"step_ms": found.step_ms, "roles_ms": found.roles_ms, "role_events": found.role_events,
-           "rest_top": [list(pair) for pair in found.rest_top], "steps": steps,
-           "conditions": lane.conditions(case, moe),
-           "tracer": {"jax": jax.__version__, "platform": device.platform, "device": device.device_kind}}
+           "rest_top": [list(pair) for pair in found.rest_top], "steps": steps, "conditions": conditions,
+           "tracer": {"jax": jax.__version__, "platform": device.platform, "device": device.device_kind,
+                      "command_buffers": command_buffers}}
     if not found.events_per_step:
         out.update(status="failed", reason=(
             f"the trace of {provider}'s step holds no kernel event naming its HLO instruction, so no role could "
-            f"be found (XLA_FLAGS: {os.environ.get('XLA_FLAGS') or 'none'}; on a GPU command buffers hide them)"))
+            f"be found (XLA_FLAGS: {os.environ.get('XLA_FLAGS') or 'none'})"))
     elif found.role_events.get("moe", 0) == 0:
         out.update(status="failed", reason=(
             f"no kernel of {provider}'s step was attributed to the MoE: its MoE kernels carry no role scope in "
@@ -162,6 +171,16 @@ def split_of(shape_set: str, case_name: str, provider: str, dtype: str, trace_di
     else:
         out["status"] = "ok"
     return out
+
+
+def split_of(shape_set: str, case_name: str, provider: str, dtype: str, trace_dir: Path,
+             steps: int = STEPS, command_buffers: bool = COMMAND_BUFFERS) -> dict[str, Any]:
+    """Build one case's step as the timing pass does, trace it and attribute its kernels by role: the fields of
+    a RoleRecord."""
+    if reason := untraceable(provider):
+        return {"status": "unavailable", "reason": reason}
+    lowered, args, conditions = traced_step(case_name, provider, dtype)
+    return attributed(lowered, args, conditions, provider, trace_dir, steps, command_buffers)
 
 
 def main(argv: list[str] | None = None) -> int:

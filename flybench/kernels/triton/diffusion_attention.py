@@ -15,6 +15,11 @@ partial output and log-sum-exp, and a second kernel combines them. The last
 split also takes the draft block. With one split the first kernel writes the
 final output directly.
 
+Strides are compile-time constants (fixed by the case's shapes): Triton then
+knows every tile's alignment however it is launched. jax-triton marks only
+array pointers divisible by 16, so with the strides at run time its compile
+loaded K and V without vectors or asynchronous copies (docs/model-lane.md).
+
 Softmax runs in base 2 (exp2, scale folded with log2 e); the returned lse is the
 natural log, like the reference.
 """
@@ -87,12 +92,12 @@ def _prefix_tile(q_tile, k_cache, v_cache, table_row, n0, end, kvh, scale_log2, 
 def diffusion_attention_fwd(
     q, k_cache, v_cache, block_table, context_lens, k_draft, v_draft, out, lse,
     scale_log2, tokens_per_split, kv_heads,
-    stride_qb, stride_qt, stride_qh,
-    stride_cp, stride_cs, stride_ch,
-    stride_tb,
-    stride_db, stride_dt, stride_dh,
-    stride_os, stride_ob, stride_ot, stride_oh,
-    stride_ls, stride_lb, stride_lh,
+    stride_qb: tl.constexpr, stride_qt: tl.constexpr, stride_qh: tl.constexpr,
+    stride_cp: tl.constexpr, stride_cs: tl.constexpr, stride_ch: tl.constexpr,
+    stride_tb: tl.constexpr,
+    stride_db: tl.constexpr, stride_dt: tl.constexpr, stride_dh: tl.constexpr,
+    stride_os: tl.constexpr, stride_ob: tl.constexpr, stride_ot: tl.constexpr, stride_oh: tl.constexpr,
+    stride_ls: tl.constexpr, stride_lb: tl.constexpr, stride_lh: tl.constexpr,
     DRAFT: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DRAFT: tl.constexpr,
     WIDE_OFFSETS: tl.constexpr,
@@ -152,9 +157,9 @@ def diffusion_attention_fwd(
 @triton.jit
 def combine_splits(
     o_part, lse_part, out, lse, num_splits, q_heads,
-    stride_ps, stride_pb, stride_pt, stride_ph,
-    stride_ls, stride_lb, stride_lh,
-    stride_ob, stride_ot, stride_oh,
+    stride_ps: tl.constexpr, stride_pb: tl.constexpr, stride_pt: tl.constexpr, stride_ph: tl.constexpr,
+    stride_ls: tl.constexpr, stride_lb: tl.constexpr, stride_lh: tl.constexpr,
+    stride_ob: tl.constexpr, stride_ot: tl.constexpr, stride_oh: tl.constexpr,
     DRAFT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     """One program per (sequence, query head, BLOCK_T draft tokens, BLOCK_D dims): out = sum_s exp(lse_s - lse) o_s.
@@ -262,6 +267,8 @@ def plan(
         "context_lens": inputs["context_lens"], "k_draft": k_draft, "v_draft": inputs["v_draft"],
         "out": o_first, "lse": lse_first,
         "scale_log2": scale * math.log2(math.e), "tokens_per_split": tokens_per_split, "kv_heads": kv_heads,
+    }
+    strides = {
         "stride_qb": q.stride(0), "stride_qt": q.stride(1), "stride_qh": q.stride(2),
         "stride_cp": k_cache.stride(0), "stride_cs": k_cache.stride(1), "stride_ch": k_cache.stride(2),
         "stride_tb": inputs["block_table"].stride(0),
@@ -272,7 +279,7 @@ def plan(
     }
     constexprs = {"DRAFT": draft, "GROUP": group, "HEAD_DIM": head_dim, "PAGE_SIZE": page_size, "CAUSAL": causal,
                   "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_DRAFT": max(16, next_power_of_2(draft)),
-                  "WIDE_OFFSETS": k_cache.numel() >= 2**31}
+                  "WIDE_OFFSETS": k_cache.numel() >= 2**31, **strides}
     launches = [Launch(diffusion_attention_fwd, (row_tiles, batch * kv_heads, num_splits), args, constexprs,
                        dict(config.options))]
     if num_splits > 1:
@@ -280,9 +287,10 @@ def plan(
         launches.append(Launch(combine_splits, (batch * q_heads, cdiv(draft, block_t), head_dim // block_d), {
             "o_part": o_first, "lse_part": lse_first, "out": out, "lse": lse, "num_splits": num_splits,
             "q_heads": q_heads,
+        }, {"DRAFT": draft, "BLOCK_T": block_t, "BLOCK_D": block_d,
             "stride_ps": o_first.stride(0), "stride_pb": o_first.stride(1), "stride_pt": o_first.stride(2),
             "stride_ph": o_first.stride(3),
             "stride_ls": lse_first.stride(0), "stride_lb": lse.stride(0), "stride_lh": lse.stride(1),
             "stride_ob": out.stride(0), "stride_ot": out.stride(1), "stride_oh": out.stride(2),
-        }, {"DRAFT": draft, "BLOCK_T": block_t, "BLOCK_D": block_d}, {"num_warps": 4}))
+            }, {"num_warps": 4}))
     return AttentionPlan(launches, out, lse, num_splits)

@@ -16,6 +16,13 @@ quantised per row (token, then intermediate row) by `quantize_rows`, weights
 carry per-output-channel scales; both scales are applied to the float32
 accumulator in the epilogue. The kernels never read the routing back to the
 host, so a call is launches only.
+
+The GEMMs take the sizes and strides (fixed by the model's shape) as
+compile-time constants, the token count (`pairs`) at run time. With them at
+run time, jax-triton (which marks only array pointers divisible by 16) left
+Triton unable to prove 16-byte loads: no asynchronous copies, one stage of
+shared memory, and the MoE 30 times slower inside `jax.jit` than launched
+from torch (docs/model-lane.md).
 """
 
 from __future__ import annotations
@@ -84,8 +91,9 @@ def _block_rows(sorted_ids, block_expert, pairs, n_size, TOP_K: tl.constexpr, BL
 
 @triton.jit
 def moe_gate_up(
-    a, a_scale, w, w_scale, sorted_ids, block_expert, total, act, pairs, hidden, inter,
-    stride_am, stride_we, stride_wn, stride_se, stride_cm,
+    a, a_scale, w, w_scale, sorted_ids, block_expert, total, act, pairs,
+    hidden: tl.constexpr, inter: tl.constexpr, stride_am: tl.constexpr, stride_we: tl.constexpr,
+    stride_wn: tl.constexpr, stride_se: tl.constexpr, stride_cm: tl.constexpr,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
@@ -124,8 +132,9 @@ def moe_gate_up(
 
 @triton.jit
 def moe_down(
-    act, act_scale, w, w_scale, routing_weights, out, sorted_ids, block_expert, total, pairs, hidden, inter,
-    stride_am, stride_we, stride_wn, stride_se, stride_om,
+    act, act_scale, w, w_scale, routing_weights, out, sorted_ids, block_expert, total, pairs,
+    hidden: tl.constexpr, inter: tl.constexpr, stride_am: tl.constexpr, stride_we: tl.constexpr,
+    stride_wn: tl.constexpr, stride_se: tl.constexpr, stride_om: tl.constexpr,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
 ):
@@ -210,14 +219,14 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
         launches.insert(0, quantize_x)
     act = torch.empty((rows, inter), dtype=x.dtype, device=x.device)
     shared = {"sorted_ids": routing.sorted_ids, "block_expert": routing.block_expert, "total": routing.total,
-              "pairs": pairs, "hidden": hidden, "inter": inter}
-    constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, **meta}
+              "pairs": pairs}
+    constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, "hidden": hidden, "inter": inter, **meta}
     num_m = rows // block_m
     launches.append(Launch(moe_gate_up, (num_m * cdiv(inter, meta["BLOCK_N"]),), {
-        "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared,
-        "stride_am": a.stride(0), "stride_we": w13.stride(0), "stride_wn": w13.stride(1),
-        "stride_se": 2 * inter, "stride_cm": act.stride(0)},
-        {**constexprs, "EVEN_K": hidden % meta["BLOCK_K"] == 0}, dict(config.options)))
+        "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared},
+        {**constexprs, "stride_am": a.stride(0), "stride_we": w13.stride(0), "stride_wn": w13.stride(1),
+         "stride_se": 2 * inter, "stride_cm": act.stride(0), "EVEN_K": hidden % meta["BLOCK_K"] == 0},
+        dict(config.options)))
     h, h_scale = act, None
     if fp8 is not None:
         h, h_scale, quantize_h = _quantize(act, fp8, routing.sorted_ids, pairs)
@@ -225,8 +234,8 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
     out32 = torch.empty((tokens, hidden), dtype=torch.float32, device=x.device)
     launches.append(Launch(moe_down, (num_m * cdiv(hidden, meta["BLOCK_N"]),), {
         "act": h, "act_scale": h_scale, "w": w2, "w_scale": inputs.get("w2_scale"),
-        "routing_weights": routing.weights, "out": out32, **shared,
-        "stride_am": h.stride(0), "stride_we": w2.stride(0), "stride_wn": w2.stride(1), "stride_se": hidden,
-        "stride_om": out32.stride(0)}, {**constexprs, "EVEN_K": inter % meta["BLOCK_K"] == 0},
+        "routing_weights": routing.weights, "out": out32, **shared},
+        {**constexprs, "stride_am": h.stride(0), "stride_we": w2.stride(0), "stride_wn": w2.stride(1),
+         "stride_se": hidden, "stride_om": out32.stride(0), "EVEN_K": inter % meta["BLOCK_K"] == 0},
         dict(config.options)))
     return MoePlan(launches, routing, pairs, out32, x.dtype)

@@ -74,8 +74,13 @@ class KernelSpec:
         return triton.compile(source, target=GPUTarget(*TARGETS[arch]), options=dict(self.options))
 
 
-def specialize(launch: Launch, backend: str) -> tuple[dict[str, str], dict[str, Any], dict[tuple[int, ...], list]]:
-    """The signature, constants and attributes a launch of `launch` would compile with on `backend`."""
+def specialize(launch: Launch, backend: str, mark_integers: bool = True
+               ) -> tuple[dict[str, str], dict[str, Any], dict[tuple[int, ...], list]]:
+    """The signature, constants and attributes a launch of `launch` would compile with on `backend`.
+
+    Triton's JIT marks integers that are multiples of 16 as such; jax-triton 0.4 marks array pointers only
+    (`mark_integers=False` compiles as it does).
+    """
     values = {**launch.args, **launch.constexprs}
     signature: dict[str, str] = {}
     constexprs: dict[str, Any] = {}
@@ -93,7 +98,7 @@ def specialize(launch: Launch, backend: str) -> tuple[dict[str, str], dict[str, 
             signature[name] = "fp32"
         elif isinstance(value, int):
             signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0:
+            if mark_integers and value % 16 == 0:
                 attrs[(index,)] = [["tt.divisibility", 16]]
         else:
             raise TypeError(f"{launch.name}: cannot specialise argument {name}={value!r}")
@@ -118,14 +123,17 @@ def kernel_specs(arch: str, shape_set: str = "full") -> list[KernelSpec]:
     return list(specs.values())
 
 
-def launch_spec(arch: str, workload: str, case: str, dtype: str, launch: str) -> KernelSpec:
-    """The compile of one named launch of one case's plan on `arch`, at that architecture's table entry."""
+def launch_spec(arch: str, workload: str, case: str, dtype: str, launch: str, mark_integers: bool = True
+                ) -> KernelSpec:
+    """The compile of one named launch of one case's plan on `arch`, at that architecture's table entry
+    (`mark_integers=False`: as jax-triton specialises it, see `specialize`)."""
     work = get_workload(workload)
     found = work.case(case)
     plan = cases.build(found, dtype, cases.meta_inputs(found, dtype, arch), arch)
     for step in plan.launches:
         if step.name == launch:
-            return KernelSpec(step.name, step.kernel, *specialize(step, TARGETS[arch][0]), dict(step.options),
+            return KernelSpec(step.name, step.kernel, *specialize(step, TARGETS[arch][0], mark_integers),
+                              dict(step.options),
                               [f"{case}/{dtype}"])
     raise ValueError(f"{workload} {case} {dtype} launches {', '.join(s.name for s in plan.launches)}, not {launch}")
 
