@@ -5,6 +5,8 @@ Mixtral's MoE layer at 1,024 tokens (hidden 4096, inter 14336, 8 experts, top-2,
 lane runs it (`flybench.providers.jax_custom_call.moe`, one jitted function of six `triton_call`s) and as the
 kernel lane launches it (`flybench.kernels.triton.moe.plan`), each five times after a warm-up. For the jitted
 route the host CPU time of each call is printed beside its wall time (a host-bound call spends them alike).
+Then each route runs 3 calls under its own profiler (JAX's, torch's) and every kernel's device time a call is
+printed beside the launch's grid and options, with the kernels that ran between them.
 jax-triton writes what it compiled to `JAX_TRITON_DUMP_DIR`; torch's compiled kernels are read from their
 JIT caches. For each GEMM kernel: the PTX target, wgmma and cp.async counts (cp.async is what Triton's
 software pipeliner emits), the shared memory a block takes (one stage of A and B tiles against `num_stages`
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pathlib
 import re
 import tempfile
 import time
@@ -72,6 +75,14 @@ def main() -> None:
         times.append(round(1e3 * (time.perf_counter() - wall), 2))
     print(f"torch-launched layer, wall ms a call: {times}", flush=True)
 
+    print("kernel by kernel, one profiler trace a route (us a call, mean of 3 calls; grid; launch options):")
+    jitted, launched = jit_kernels(layer, (x, logits, w13, w2)), torch_kernels(plan)
+    for launch in plan.launches:
+        print(f"  {launch.name}: jitted {jitted.get(launch.name, float('nan')):.1f}, torch "
+              f"{launched.get(launch.name, float('nan')):.1f}; grid {launch.grid}, options {launch.options}")
+    for route, kernels in (("jitted", jitted), ("torch", launched)):
+        others = {k: round(v, 1) for k, v in kernels.items() if k not in {l.name for l in plan.launches}}
+        print(f"  {route}: other kernels {others}", flush=True)
     for launch in (launch for launch in plan.launches if launch.name in GEMMS):
         print(f"{launch.name}: grid {launch.grid}, options {launch.options}", flush=True)
         for caches in launch.kernel.device_caches.values():
@@ -84,6 +95,33 @@ def main() -> None:
             ttgir = open(dumped[0]).read()
             shared = int(re.search(r"ttg\.shared = (\d+)", ttgir).group(1))
             print("  jax-triton:", describe(ptx, ttgir, shared))
+
+
+def jit_kernels(layer, args, calls: int = 3) -> dict[str, float]:
+    """Device us a call of each kernel the jitted layer ran, from a JAX profiler trace."""
+    import jax
+
+    from flybench.model.attribution import kernel_events
+
+    with tempfile.TemporaryDirectory() as folder:
+        with jax.profiler.trace(folder, create_perfetto_trace=True):
+            for _ in range(calls):
+                jax.block_until_ready(layer(*args))
+        found: dict[str, float] = {}
+        for event in kernel_events(pathlib.Path(folder)):
+            found[event["name"]] = found.get(event["name"], 0.0) + event["dur"] / calls
+    return found
+
+
+def torch_kernels(plan, calls: int = 3) -> dict[str, float]:
+    """Device us a call of each kernel the torch-launched plan ran, from a torch profiler trace."""
+    import torch
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        for _ in range(calls):
+            plan()
+        torch.cuda.synchronize()
+    return {e.key: e.device_time_total / calls for e in profile.key_averages() if e.device_time_total > 0}
 
 
 def cross() -> None:
