@@ -621,7 +621,9 @@ def condition_text(conditions: dict[str, Any]) -> str:
     flags = conditions.get("xla_flags") or "none"
     return (f"{conditions.get('precision', '?')}; batch {conditions.get('batch')} x {conditions.get('tokens')} "
             f"tokens, context {conditions.get('context')}; {conditions.get('layers')} layers; MoE "
-            f"{conditions.get('moe')} performs {conditions.get('moe_flops', 0) / 1e12:.3g} TFLOP; XLA_FLAGS: {flags}")
+            f"{conditions.get('moe')} performs {conditions.get('moe_flops', 0) / 1e12:.3g} TFLOP; XLA_FLAGS: {flags}"
+            + ("" if "command_buffers" not in conditions else
+               f"; traced with command buffers {'on' if conditions['command_buffers'] else 'off'}"))
 
 
 MOE_LAYERS = ("ragged_dot", "dense", "triton")
@@ -629,7 +631,7 @@ MOE_LAYERS = ("ragged_dot", "dense", "triton")
 SPLIT = ("moe", "attention", "other", "rest", "untraced")
 """A step's split as the page shows it (flybench.model.roles.shares): the MoE, attention, the other roles, the
 kernels with no role, and the time no kernel ran."""
-SAME_CONDITIONS = ("precision", "phase", "batch", "tokens", "context", "layers", "xla_flags")
+SAME_CONDITIONS = ("precision", "phase", "batch", "tokens", "context", "layers", "xla_flags", "command_buffers")
 """What two variants' splits must share for an Amdahl check between them: all but the MoE layer."""
 
 

@@ -56,9 +56,10 @@ def test_the_run_writes_each_measured_steps_split_beside_its_results(traced) -> 
         assert r["role_events"]["rest"] < 0.5 * sum(r["role_events"].values())
         case = STEP.case(r["case"])
         assert r["conditions"]["moe"] == {"xla": "ragged_dot", "xla-dense": "dense"}[r["provider"]]
-        assert {k: r["conditions"][k] for k in ("precision", "batch", "tokens", "context", "layers", "xla_flags")} \
+        assert {k: r["conditions"][k] for k in ("precision", "batch", "tokens", "context", "layers", "xla_flags",
+                                                "command_buffers")} \
             == {"precision": "bf16", **{k: case.shape[k] for k in ("batch", "tokens", "context", "layers")},
-                "xla_flags": ""}
+                "xla_flags": "", "command_buffers": roles.COMMAND_BUFFERS}
         assert r["tracer"]["platform"] == "cpu" and r["contract"]["timing_samples"] == 0
         split = roles.shares(r["roles_ms"], r["step_ms"])
         assert sum(split[f"{p}_ms"] for p in frames.SPLIT) == pytest.approx(max(r["step_ms"], sum(
@@ -114,7 +115,8 @@ def test_the_model_page_shows_the_split_and_the_amdahl_check_with_conditions(tra
     assert row["measured"] == pytest.approx(row["base_ms"] / row["head_ms"])
     assert row["predicted"] == pytest.approx(row["base_ms"] / row["predicted_ms"])
     assert row["conditions"].startswith("bf16; batch 2 x 6 tokens, context 0; 2 layers; MoE dense performs ")
-    assert row["conditions"].endswith("XLA_FLAGS: none")
+    assert row["conditions"].endswith(f"XLA_FLAGS: none; traced with command buffers "
+                                      f"{'on' if roles.COMMAND_BUFFERS else 'off'}")
 
 
 def _split(provider: str, moe: str, step_ms: float, moe_ms: float, flags: str = "", status: str = "ok",
@@ -131,7 +133,7 @@ def _split(provider: str, moe: str, step_ms: float, moe_ms: float, flags: str = 
 
 
 def test_the_check_gives_the_figures_of_the_model_lane_doc_and_refuses_unlike_conditions() -> None:
-    flags = roles.NO_COMMAND_BUFFERS
+    flags = "--xla_gpu_enable_command_buffer="
     rows = frames.role_rows(pd.DataFrame([_split("xla", "ragged_dot", 64.43, 55.54, flags),
                                           _split("jax-triton", "triton", 171.88, 165.17, flags)]))
     [check] = frames.amdahl_rows(rows).to_dict("records")
@@ -151,8 +153,14 @@ def test_a_step_that_cannot_be_traced_says_why() -> None:
     assert rows.loc[0, "reason"] == "the trace holds no kernel event" and frames.amdahl_rows(rows).empty
 
 
-def test_the_trace_flags_turn_command_buffers_off_on_a_gpu_only() -> None:
-    assert roles.trace_flags("cpu", "") == ""
-    assert roles.trace_flags("cuda", "--xla_foo=1") == f"--xla_foo=1 {roles.NO_COMMAND_BUFFERS}"
-    assert roles.trace_flags("cuda", "--xla_gpu_enable_command_buffer=FUSION") == \
-        "--xla_gpu_enable_command_buffer=FUSION"
+def test_splits_traced_in_different_command_buffer_modes_are_not_compared() -> None:
+    """A step traced with its kernels in command buffers and one traced a launch a kernel differ in their gaps:
+    the check refuses the pair and says why, and the mode is printed with the conditions."""
+    with_buffers, without = (_split(p, m, ms, moe) for p, m, ms, moe in (
+        ("xla", "ragged_dot", 64.43, 55.54), ("jax-triton", "triton", 171.88, 165.17)))
+    for split, mode in ((with_buffers, True), (without, False)):
+        split["conditions"] = json.dumps({**json.loads(split["conditions"]), "command_buffers": mode})
+    rows = frames.role_rows(pd.DataFrame([with_buffers, without]))
+    assert rows.set_index("provider").loc["xla", "conditions"].endswith("traced with command buffers on")
+    [check] = frames.amdahl_rows(rows).to_dict("records")
+    assert check["check"] == "not comparable: command_buffers True against False"

@@ -5,8 +5,9 @@ timed (flybench.cli._passes). Each runs in a process of its own
 (`python -m flybench.model.roles`) under JAX's profiler: its step's kernels
 are attributed to the step's roles (flybench.model.attribution), and the split
 is appended beside the run's results (flybench.model.roles), as the counter
-pass appends its counters. On a GPU the traced process runs with command
-buffers off (`roles.trace_flags`), which the record's conditions carry. A
+pass appends its counters. The traced process runs under the run's own
+XLA_FLAGS; whether its kernels run inside command buffers is the split's
+`roles.COMMAND_BUFFERS`, which the record's conditions carry. A
 provider whose step cannot be traced is recorded as unavailable with the
 reason; a trace that gives no role, as failed. The timing results stand.
 """
@@ -21,7 +22,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from flybench import hardware
 from flybench.cli._passes import measured_ok, progress
 from flybench.measure.record import CaseKey
 from flybench.model import roles
@@ -38,11 +38,11 @@ def role_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: st
         print(f"roles: no {roles.WORKLOAD} case of this run passed its gate, so none is traced "
               f"(select them with -w {roles.WORKLOAD})", flush=True)
         return []
-    device = hardware.detect()
-    flags = roles.trace_flags(device.kind, os.environ.get("XLA_FLAGS", ""))
+    flags = os.environ.get("XLA_FLAGS", "")
     out = roles.path_for(results_dir, machine, commit, env)
     print(f"roles: {len(keys)} cases traced under jax.profiler ({roles.STEPS} steps timed, {roles.STEPS} traced; "
-          f"XLA_FLAGS: {flags or 'none'}; no timing samples) -> {out}", flush=True)
+          f"XLA_FLAGS: {flags or 'none'}; command buffers {'on' if roles.COMMAND_BUFFERS else 'off'}; "
+          f"no timing samples) -> {out}", flush=True)
     report = progress(len(keys), lambda r: r.status if r.status != "ok" else f"step {r.step_ms:.3g} ms")
     done = []
     for key in keys:
@@ -51,7 +51,7 @@ def role_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: st
                             contract={"pass": "roles", "timing_samples": 0, "after": "timing pass",
                                       "tracer": "jax.profiler", "steps_timed": roles.STEPS,
                                       "steps_traced": roles.STEPS})
-        _trace(record, key, {**os.environ, "XLA_FLAGS": flags})
+        _trace(record, key)
         roles.append(out, record)
         report(key, record)
         done.append(record)
@@ -59,12 +59,12 @@ def role_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: st
     return done
 
 
-def _trace(record: RoleRecord, key: CaseKey, env: dict[str, str]) -> None:
+def _trace(record: RoleRecord, key: CaseKey) -> None:
     with tempfile.TemporaryDirectory(prefix="flybench-roles-") as tmp:
         found = Path(tmp) / "split.json"
         command = [sys.executable, "-m", "flybench.model.roles", "--out", str(found), *key]
         try:
-            ran = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+            ran = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             record.status, record.reason = "failed", f"the traced step did not finish in {TIMEOUT_S:.0f} s"
             return

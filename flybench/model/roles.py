@@ -17,8 +17,8 @@ One JSON object a line in `<commit8>-<env>.roles.jsonl` beside asv's results
   per role; `rest_top`: the largest unattributed kernels;
 - `conditions`: what the split and an Amdahl check on it hold under
   (`flybench.model.lane.conditions`: precision, phase, batch, tokens,
-  context, layers, the MoE layer and its FLOPs, and the XLA_FLAGS of the
-  traced process);
+  context, layers, the MoE layer and its FLOPs, the XLA_FLAGS of the
+  traced process, and whether its kernels ran inside command buffers);
 - `tracer`: jax's version, the platform and device kind that ran the step.
 
 The timing pass never reads this file, and the role pass adds nothing to
@@ -49,9 +49,8 @@ WORKLOAD = "mixtral_step"
 STEPS = 5
 """Calls timed, then as many traced: the split is their mean."""
 COMMAND_BUFFERS = False
-"""Whether the traced step runs its kernels inside command buffers (`flybench.model.attribution.compile_for_trace`);
-the record's `tracer` says which."""
-NO_COMMAND_BUFFERS = "--xla_gpu_enable_command_buffer="
+"""Whether the traced step runs its kernels inside command buffers, as the timed step does, or one launch a kernel
+(`flybench.model.attribution.compile_for_trace`); the split's conditions carry it as `command_buffers`."""
 GROUPS = {"moe": ("moe",), "attention": ("attention",), "other": ("norm", "routing", "head")}
 """The split the dashboard shows: the MoE, attention, and the other roles together; "rest" stays apart."""
 
@@ -97,14 +96,6 @@ def shares(roles_ms: dict[str, float], step_ms: float | None) -> dict[str, float
     if step_ms:
         out.update({f"{name}_share": ms / step_ms for name, ms in split.items()})
     return out
-
-
-def trace_flags(device_kind: str, flags: str) -> str:
-    """The XLA_FLAGS a traced process runs with: on a GPU, command buffers off (NO_COMMAND_BUFFERS) besides the
-    flags given; on a CPU the flags as given."""
-    if device_kind == "cpu" or "--xla_gpu_enable_command_buffer" in flags:
-        return flags
-    return f"{flags} {NO_COMMAND_BUFFERS}".strip()
 
 
 def untraceable(provider: str) -> str | None:
@@ -157,9 +148,9 @@ def attributed(lowered: Any, args: tuple, conditions: dict[str, Any], provider: 
                                   steps=steps)
     device = jax.devices()[0]
     out = {"step_ms": found.step_ms, "roles_ms": found.roles_ms, "role_events": found.role_events,
-           "rest_top": [list(pair) for pair in found.rest_top], "steps": steps, "conditions": conditions,
-           "tracer": {"jax": jax.__version__, "platform": device.platform, "device": device.device_kind,
-                      "command_buffers": command_buffers}}
+           "rest_top": [list(pair) for pair in found.rest_top], "steps": steps,
+           "conditions": {**conditions, "command_buffers": command_buffers},
+           "tracer": {"jax": jax.__version__, "platform": device.platform, "device": device.device_kind}}
     if not found.events_per_step:
         out.update(status="failed", reason=(
             f"the trace of {provider}'s step holds no kernel event naming its HLO instruction, so no role could "
