@@ -24,7 +24,8 @@ The JSON holds the conditions (precision, layers, batch, tokens, context,
 XLA_FLAGS, the versions of jax, jaxlib, jax-triton and triton, the device)
 and one entry per step. Partial results are written after every variant.
 
-    python -m studies.model_lane --out docs/data/h200-model-lane-side-by-side.json
+    python -m studies.model_lane --out docs/data/h200-model-lane-side-by-side.json \
+        --case mixtral-l4-prefill-b1-t2048 --case mixtral-l4-decode-b1-ctx512
 """
 
 from __future__ import annotations
@@ -105,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m studies.model_lane", description=__doc__.splitlines()[0])
     parser.add_argument("--set", default="quick", help="the mixtral_step cases to run (tiny, quick, full)")
+    parser.add_argument("--case", action="append", help="only these cases of the set (repeatable; default all)")
     parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=list(PROVIDERS))
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
@@ -119,7 +121,11 @@ def main(argv: list[str] | None = None) -> int:
                        "trace_steps": roles.STEPS},
         "steps": []}
     torch_device = hardware.detect().torch_device
-    for case in workload.cases(args.set):
+    cases = [c for c in workload.cases(args.set) if not args.case or c.name in args.case]
+    if not cases:
+        parser.error(f"no case of the {args.set} set is named {', '.join(args.case)}: "
+                     f"{', '.join(c.name for c in workload.cases(args.set))}")
+    for case in cases:
         inputs = workload.make_inputs(case, "bf16", torch_device, seed=0)
         reference = lane.reference(case, inputs)
         entry = {"case": case.name, **{k: case.shape[k] for k in ("phase", "batch", "tokens", "context", "layers")},
