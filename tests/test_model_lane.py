@@ -228,6 +228,12 @@ def test_a_kernel_inside_a_command_buffer_is_found_by_its_own_name() -> None:
     assert attribution.role_of(attribution.scope_of({"args": {"hlo_op": "gemm_fusion_dot.85"}, "name": "x"},
                                                     names)) == "moe"
     assert attribution.scope_of({**in_buffer, "name": "nvjet_hsh_128x256"}, names) == ""
+    events = [{**in_buffer, "name": "gemm_fusion_dot_85", "dur": 300.0},
+              {**in_buffer, "name": "nvjet_hsh_128x256", "dur": 100.0},
+              {"args": {"hlo_op": "dynamic-update-slice_fusion.2"}, "name": "x", "dur": 100.0}]
+    found = attribution.attribute_events(events, names, steps=1, step_ms=0.6)
+    assert found.roles_ms == {"moe": 0.3, "rest": 0.1, "attention": 0.1}
+    assert found.unnamed_ms == pytest.approx(0.1)  # the cuBLAS kernel's role is unknown, not absent
 
 
 def test_a_role_is_its_whole_scope_name() -> None:

@@ -28,6 +28,8 @@ from typing import Any
 
 from flybench.model import mixtral
 
+_COMMAND_BUFFER = re.compile(r"command_buffer")
+"""How a kernel's `hlo_op` reads inside a command buffer (`command_buffer_1`: JAX 0.11.2 on an H200)."""
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?metadata=\{[^}]*op_name=\"([^\"]+)\"", re.M)
 
 
@@ -42,6 +44,9 @@ class Attribution:
     role_events: dict[str, float] = field(default_factory=dict)
     """Kernels per step, per role: what the attribution found by name alone, whatever the machine's load did to
     their times (a kernel descheduled for one time slice outlasts a small step's kernels together)."""
+    unnamed_ms: float = 0.0
+    """Of the "rest", the kernels inside a command buffer whose own name is no instruction's either (cuBLAS's,
+    Triton custom calls', kernels XLA shares between fusions): their role is unknown, not absent."""
 
     @property
     def kernels_ms(self) -> float:
@@ -110,10 +115,15 @@ def attribute(compiled: Any, args: Sequence[Any], trace_dir: Path, steps: int = 
     with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
         for _ in range(steps):
             jax.block_until_ready(compiled(*args))
-    events = kernel_events(trace_dir)
+    return attribute_events(kernel_events(trace_dir), names, steps, step_ms)
+
+
+def attribute_events(events: list[dict], names: dict[str, str], steps: int, step_ms: float) -> Attribution:
+    """`steps` steps' kernel events attributed by role through the module's scopes (`scopes`)."""
     by_role: Counter[str] = Counter()
     counted: Counter[str] = Counter()
     unknown: Counter[str] = Counter()
+    unnamed = 0.0
     for event in events:
         op, kernel = event["args"].get("hlo_op", ""), event.get("name", "")
         role = role_of(scope_of(event, names))
@@ -121,7 +131,9 @@ def attribute(compiled: Any, args: Sequence[Any], trace_dir: Path, steps: int = 
         counted[role] += 1 / steps
         if role == "rest":
             unknown[f"{kernel} ({op})" if op and op != kernel else kernel or "?"] += event["dur"] / 1e3 / steps
-    return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps, dict(counted))
+            if _COMMAND_BUFFER.match(op) and not scope_of(event, names):
+                unnamed += event["dur"] / 1e3 / steps
+    return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps, dict(counted), unnamed)
 
 
 def amdahl(base: Attribution, head: Attribution, role: str = "moe") -> dict[str, float]:

@@ -51,6 +51,8 @@ STEPS = 5
 COMMAND_BUFFERS = False
 """Whether the traced step runs its kernels inside command buffers, as the timed step does, or one launch a kernel
 (`flybench.model.attribution.compile_for_trace`); the split's conditions carry it as `command_buffers`."""
+UNNAMED_AT_MOST = 0.05
+"""The share of a step's kernel time that may be of unknown role before a split is refused."""
 GROUPS = {"moe": ("moe",), "attention": ("attention",), "other": ("norm", "routing", "head")}
 """The split the dashboard shows: the MoE, attention, and the other roles together; "rest" stays apart."""
 
@@ -151,7 +153,12 @@ def attributed(lowered: Any, args: tuple, conditions: dict[str, Any], provider: 
            "rest_top": [list(pair) for pair in found.rest_top], "steps": steps,
            "conditions": {**conditions, "command_buffers": command_buffers},
            "tracer": {"jax": jax.__version__, "platform": device.platform, "device": device.device_kind}}
-    if not found.events_per_step:
+    if found.unnamed_ms > UNNAMED_AT_MOST * found.kernels_ms:
+        out.update(status="failed", reason=(
+            f"{found.unnamed_ms:.3g} ms of the {found.kernels_ms:.3g} ms of kernels a step ran inside command buffers "
+            "under names no instruction of the step has (cuBLAS's, Triton custom calls', shared fusion kernels): "
+            "their roles are unknown, so the split would be wrong; trace with command buffers off"))
+    elif not found.events_per_step:
         out.update(status="failed", reason=(
             f"the trace of {provider}'s step holds no kernel event naming its HLO instruction, so no role could "
             f"be found (XLA_FLAGS: {os.environ.get('XLA_FLAGS') or 'none'})"))
