@@ -236,6 +236,33 @@ def test_a_kernel_inside_a_command_buffer_is_found_by_its_own_name() -> None:
     assert found.unnamed_ms == pytest.approx(0.1)  # the cuBLAS kernel's role is unknown, not absent
 
 
+def test_an_instruction_xla_made_takes_the_role_of_what_it_fuses_or_of_its_readers() -> None:
+    """Layout copies and converts XLA inserts carry no metadata: a fusion takes the one role of the instructions
+    it fuses, any other instruction the one role of its readers; where its readers lie in two roles it keeps
+    none."""
+    hlo = """
+%fused_computation.3 (param_0.1: bf16[8,4]) -> bf16[8,4] {
+  %param_0.1 = bf16[8,4]{1,0} parameter(0)
+  ROOT %multiply.2 = bf16[8,4]{1,0} multiply(%param_0.1, %param_0.1), metadata={op_name="jit(step)/role_norms/mul"}
+}
+
+ENTRY %main.9 (p0: bf16[4,8], p1: bf16[8,4]) -> bf16[8,8] {
+  %p0 = bf16[4,8]{1,0} parameter(0)
+  %p1 = bf16[8,4]{1,0} parameter(1)
+  %loop_transpose_fusion.5 = bf16[8,4]{1,0} transpose(%p0), dimensions={1,0}
+  %norm_fusion.1 = bf16[8,4]{1,0} fusion(%p1), kind=kLoop, calls=%fused_computation.3
+  %dot.7 = bf16[8,8]{1,0} dot(%loop_transpose_fusion.5, %norm_fusion.1), metadata={op_name="jit(step)/role_moe/dot"}
+  %add.8 = bf16[8,4]{1,0} add(%p1, %p1), metadata={op_name="jit(step)/role_attention/add"}
+}
+"""
+    names = attribution.scopes(hlo)
+    assert attribution.role_of(names["norm_fusion.1"]) == "norm"  # from what it fuses, not from its reader
+    assert attribution.role_of(names["loop_transpose_fusion.5"]) == "moe"  # from its one reader
+    assert attribution.role_of(names["loop_transpose_fusion_5"]) == "moe"  # as its kernel is named
+    assert attribution.role_of(names["p0"]) == "moe"  # two hops: p0 -> the transpose -> the dot
+    assert "p1" not in names  # read by the norms' fusion and by attention: no one role
+
+
 def test_a_role_is_its_whole_scope_name() -> None:
     assert attribution.role_of("jit(<lambda>)/role_moe/dot_general") == "moe"
     assert attribution.role_of("jit(<lambda>)/role_moe_extra/add") == "rest"

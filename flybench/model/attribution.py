@@ -30,6 +30,11 @@ from flybench.model import mixtral
 
 _COMMAND_BUFFER = re.compile(r"command_buffer")
 """How a kernel's `hlo_op` reads inside a command buffer (`command_buffer_1`: JAX 0.11.2 on an H200)."""
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
+_CALLS = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\bcalls=%?([\w.\-]+)", re.M)
+_DEFINES = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
+_OPERAND = re.compile(r"%([\w.\-]+)")
+_USER_HOPS = 3
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?metadata=\{[^}]*op_name=\"([^\"]+)\"", re.M)
 
 
@@ -70,9 +75,57 @@ def compile_for_trace(lowered: Any, command_buffers: bool) -> Any:
 
 
 def scopes(hlo_text: str) -> dict[str, str]:
-    """HLO instruction name -> its op_name (the traced scope path); each name also as a kernel names it."""
+    """HLO instruction name -> its op_name (the traced scope path); each name also as a kernel names it.
+
+    An instruction XLA made without metadata of its own (a layout copy, a convert, a transpose it inserted
+    around the traced operations) takes the scope of the instructions it fuses, else of the instructions that
+    read it (up to `_USER_HOPS` steps away), where those with a scope all lie in one role's."""
     found = {name: op for name, op in _INSTRUCTION.findall(hlo_text)}
+    inner = _computation_scopes(hlo_text)
+    for name, computation in _CALLS.findall(hlo_text):
+        if name not in found and (op := _one_role(inner.get(computation, []))):
+            found[name] = op
+    users = _users(hlo_text)
+    for _ in range(_USER_HOPS):
+        more = {name: op for name, readers in users.items() if name not in found
+                and (op := _one_role([found[r] for r in readers if r in found]))}
+        if not more:
+            break
+        found.update(more)
     return {**{_kernel_name(name): op for name, op in found.items()}, **found}
+
+
+def _one_role(op_names: list[str]) -> str | None:
+    """One of `op_names` if those with a role all lie in one role's scope, else None."""
+    by_role = {role_of(op): op for op in op_names}
+    by_role.pop("rest", None)
+    return next(iter(by_role.values())) if len(by_role) == 1 else None
+
+
+def _users(hlo_text: str) -> dict[str, list[str]]:
+    """Each instruction -> the instructions that read it (a layout copy XLA inserted belongs to its readers)."""
+    users: dict[str, list[str]] = {}
+    for line in hlo_text.splitlines():
+        defined = _DEFINES.match(line)
+        if defined:
+            for operand in set(_OPERAND.findall(line[defined.end():].split(" metadata=")[0])):
+                users.setdefault(operand, []).append(defined.group(1))
+    return users
+
+
+def _computation_scopes(hlo_text: str) -> dict[str, list[str]]:
+    """Each computation of the module -> the op_names of its instructions."""
+    found: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in hlo_text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header:
+            current = found.setdefault(header.group(1), [])
+        elif line.strip() == "}":
+            current = None
+        elif current is not None:
+            current += [op for _, op in _INSTRUCTION.findall(line)]
+    return found
 
 
 def _kernel_name(instruction: str) -> str:
