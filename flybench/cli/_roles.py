@@ -25,6 +25,7 @@ from pathlib import Path
 from flybench.cli._passes import measured_ok, progress
 from flybench.measure.record import CaseKey
 from flybench.model import roles
+from flybench.model.attribution import TIMED_CALLS
 from flybench.model.roles import RoleRecord
 
 TIMEOUT_S = 900.0
@@ -40,7 +41,7 @@ def role_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: st
         return []
     flags = os.environ.get("XLA_FLAGS", "")
     out = roles.path_for(results_dir, machine, commit, env)
-    print(f"roles: {len(keys)} cases traced under jax.profiler ({roles.STEPS} steps timed, {roles.STEPS} traced; "
+    print(f"roles: {len(keys)} cases traced under jax.profiler ({TIMED_CALLS} steps timed, {roles.STEPS} traced; "
           f"XLA_FLAGS: {flags or 'none'}; command buffers {'on' if roles.COMMAND_BUFFERS else 'off'}; "
           f"no timing samples) -> {out}", flush=True)
     report = progress(len(keys), lambda r: r.status if r.status != "ok" else f"step {r.step_ms:.3g} ms")
@@ -49,7 +50,7 @@ def role_pass(results_dir: Path, machine: str, commit: str, env: str, run_id: st
         record = RoleRecord(run_id, *key, status="ok", commit=commit, env=env, machine=machine,
                             started_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                             contract={"pass": "roles", "timing_samples": 0, "after": "timing pass",
-                                      "tracer": "jax.profiler", "steps_timed": roles.STEPS,
+                                      "tracer": "jax.profiler", "steps_timed": TIMED_CALLS,
                                       "steps_traced": roles.STEPS})
         _trace(record, key)
         roles.append(out, record)

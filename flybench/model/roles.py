@@ -10,7 +10,7 @@ One JSON object a line in `<commit8>-<env>.roles.jsonl` beside asv's results
 - `status`: ok, failed (the step ran, but its trace could not be attributed:
   `reason`) or unavailable (the provider's step cannot be traced here:
   `reason`);
-- `step_ms`: the step's mean wall time over `steps` calls, timed just before
+- `step_ms`: the step's median wall time over `attribution.TIMED_CALLS` calls, timed just before
   the traced ones, under the same flags; `roles_ms`: the kernels' device
   time a step per role (`flybench.model.mixtral.ROLES`, and "rest" for the
   kernels whose instruction names no role); `role_events`: kernels a step
