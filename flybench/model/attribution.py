@@ -29,8 +29,8 @@ from typing import Any
 
 from flybench.model import mixtral
 
-_COMMAND_BUFFER = re.compile(r"command_buffer")
-"""How a kernel's `hlo_op` reads inside a command buffer (`command_buffer_1`: JAX 0.11.2 on an H200)."""
+_COMMAND_BUFFER = "command_buffer"
+"""How a kernel's `hlo_op` begins inside a command buffer (`command_buffer_1`: JAX 0.11.2 on an H200)."""
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
 _CALLS = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\bcalls=%?([\w.\-]+)", re.M)
 _DEFINES = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=")
@@ -188,12 +188,13 @@ def attribute_events(events: list[dict], names: dict[str, str], steps: int, step
     unnamed = 0.0
     for event in events:
         op, kernel = event["args"].get("hlo_op", ""), event.get("name", "")
-        role = role_of(scope_of(event, names))
+        scope = scope_of(event, names)
+        role = role_of(scope)
         by_role[role] += event["dur"] / 1e3 / steps
         counted[role] += 1 / steps
         if role == "rest":
             unknown[f"{kernel} ({op})" if op and op != kernel else kernel or "?"] += event["dur"] / 1e3 / steps
-            if _COMMAND_BUFFER.match(op) and not scope_of(event, names):
+            if op.startswith(_COMMAND_BUFFER) and not scope:
                 unnamed += event["dur"] / 1e3 / steps
     return Attribution(step_ms, dict(by_role), unknown.most_common(8), len(events) / steps, dict(counted), unnamed)
 

@@ -47,7 +47,7 @@ FORMAT_VERSION = 1
 SUFFIX = ".roles.jsonl"
 WORKLOAD = "mixtral_step"
 STEPS = 5
-"""Calls timed, then as many traced: the split is their mean."""
+"""Calls traced: the split is their mean (the step's wall time is timed apart, `attribution.TIMED_CALLS`)."""
 COMMAND_BUFFERS = False
 """Whether the traced step runs its kernels inside command buffers, as the timed step does, or one launch a kernel
 (`flybench.model.attribution.compile_for_trace`); the split's conditions carry it as `command_buffers`."""
@@ -171,8 +171,8 @@ def attributed(lowered: Any, args: tuple, conditions: dict[str, Any], provider: 
     return out
 
 
-def split_of(shape_set: str, case_name: str, provider: str, dtype: str, trace_dir: Path,
-             steps: int = STEPS, command_buffers: bool = COMMAND_BUFFERS) -> dict[str, Any]:
+def split_of(case_name: str, provider: str, dtype: str, trace_dir: Path, steps: int = STEPS,
+             command_buffers: bool = COMMAND_BUFFERS) -> dict[str, Any]:
     """Build one case's step as the timing pass does, trace it and attribute its kernels by role: the fields of
     a RoleRecord."""
     if reason := untraceable(provider):
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         found = {"status": "unavailable", "reason": f"only {WORKLOAD} cases are split by role, not {args.workload}"}
     else:
         with tempfile.TemporaryDirectory(prefix="flybench-roles-") as tmp:
-            found = split_of(args.shape_set, args.case, args.provider, args.dtype, Path(tmp), args.steps)
+            found = split_of(args.case, args.provider, args.dtype, Path(tmp), args.steps)
     args.out.write_text(json.dumps(found, allow_nan=True))
     return 0
 
