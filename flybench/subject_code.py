@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+from flybench import revisions
 from flybench.errors import FlybenchError
 
 INSTALLED = "installed"
@@ -48,9 +49,10 @@ def git_run(repo: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 def resolve(repo: Path, name: str, role: str) -> str:
-    """The full hash of `name` in `repo`; an error that says what to pass when it is none."""
-    done = git_run(repo, "rev-parse", "--verify", "--quiet", f"{name}^{{commit}}")
-    if done.returncode != 0:
+    """The full hash of `name` in `repo` (checked by `revisions` first); an error that says what to pass when it is
+    none."""
+    full = revisions.commit(repo, name, role)
+    if full is None:
         ambiguous = ambiguity(repo, name)
         if ambiguous:
             raise FlybenchError(f"{role} {ambiguous}")
@@ -59,7 +61,7 @@ def resolve(repo: Path, name: str, role: str) -> str:
                             + ("; it is a shallow clone: run `git fetch --unshallow` there" if shallow else
                                "; give a hash, branch or tag of that repository (`git log --first-parent` lists its "
                                "commits; `git fetch` first if it is newer than the clone)"))
-    return done.stdout.strip()
+    return full
 
 
 def ambiguity(repo: Path, name: str) -> str | None:
@@ -78,10 +80,11 @@ def ambiguity(repo: Path, name: str) -> str | None:
 
 
 def toplevel(path: Path) -> Path:
-    """The top of the git repository `path` is in; an error when it is in none."""
-    done = git_run(path, "rev-parse", "--show-toplevel")
+    """The top of the git repository `path` is in; an error that says what `path` is when it is in none."""
+    done = git_run(revisions.clone(path, "the repository"), "rev-parse", "--show-toplevel")
     if done.returncode != 0:
-        raise FlybenchError(f"{path} is in no git repository: pass the clone of the repository to measure")
+        raise FlybenchError(f"{path} is a git repository without a work tree (a bare clone): pass a clone with one "
+                            "(git clone URL FOLDER)")
     return Path(done.stdout.strip())
 
 

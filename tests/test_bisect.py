@@ -292,13 +292,17 @@ def test_bad_input_exits_2_with_what_to_do(repo: dict[str, str], monkeypatch: py
     monkeypatch.setenv(envvars.COMPILE_CACHE, str(tmp_path / "cache"))
     not_git = tmp_path / "export"
     not_git.mkdir()
+    exported = tmp_path / "kernels-export"
+    (exported / "kernels").mkdir(parents=True)
     good, bad, at = repo["c0"], repo["c5"], ["--flydsl-repo", repo["path"]]
     cases = [
         (["compile_metrics.Amd.track_vgpr_count(flash_attn_generic, gfx950)", good, bad, *at],
          "did you mean compile_metrics.Amd.track_vgprs"),
         ([VGPRS, good, bad], "needs a clone of FlyDSL with its history: pass --flydsl-repo"),
         ([VGPRS, good, bad, "--flydsl-repo", str(tmp_path / "none")], "does not exist"),
-        ([VGPRS, good, bad, "--flydsl-repo", str(not_git)], "is not a git clone"),
+        ([VGPRS, good, bad, "--flydsl-repo", str(not_git)], "is an empty folder"),
+        ([VGPRS, good, bad, "--flydsl-repo", str(exported)], "is in no git repository"),
+        ([VGPRS, *at, "--", f"--output={tmp_path / 'written'}", bad], "begins with '-', so git would read it as an option"),
         ([VGPRS, bad, good, *at], "swap them"),
         ([VGPRS, good, bad, "--subject", "nope"], "unknown subject 'nope'; subjects with a results tree here: "),
         ([VGPRS, good, bad, *at, "--max-skips", "-1"], "--max-skips -1 is negative"),
@@ -314,6 +318,7 @@ def test_bad_input_exits_2_with_what_to_do(repo: dict[str, str], monkeypatch: py
         err = capsys.readouterr().err
         assert err.startswith("flybench bisect: error: ") and re.search(message, err), (argv, err)
         assert "Traceback" not in err
+    assert not (tmp_path / "written").exists()
 
 
 def test_the_plan_names_each_commit_and_its_wheel(repo: dict[str, str], capsys: pytest.CaptureFixture) -> None:

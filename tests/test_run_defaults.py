@@ -62,6 +62,14 @@ def test_an_unknown_commit_is_bad_input_before_asv_runs(clone: Path) -> None:
     assert "Traceback" not in done.stderr and "device:" not in done.stdout  # nothing was started
 
 
+def test_a_commit_git_would_read_as_an_option_is_refused_before_git_sees_it(clone: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("kept")
+    done = flybench(clone, "run", "--dry-run", f"--commit=--output={victim}")
+    assert done.returncode == 2 and victim.read_text() == "kept"
+    assert f"--commit '--output={victim}' begins with '-', so git would read it as an option" in done.stderr
+
+
 def test_outside_any_repository_says_where_to_run(tmp_path: Path) -> None:
     done = flybench(tmp_path, "run", "--dry-run")
     assert done.returncode == 2

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from flybench import benchmark_names, envvars
+from flybench import benchmark_names, envvars, revisions
 from flybench.cli._output import output_path
 from flybench.errors import FlybenchError
 from flybench.regress import bisect as search
@@ -88,14 +88,7 @@ def _repo(args: argparse.Namespace) -> Path:
         raise FlybenchError("bisecting FlyDSL's commits needs a clone of FlyDSL with its history: pass "
                             f"--flydsl-repo ~/FlyDSL or set {envvars.FLYDSL_SRC} to one "
                             "(git clone https://github.com/ROCm/FlyDSL)")
-    repo = given.expanduser().resolve()
-    if not repo.is_dir():
-        raise FlybenchError(f"{repo} does not exist: point --flydsl-repo at a clone of https://github.com/ROCm/FlyDSL")
-    if search.git_run(repo, "rev-parse", "--git-dir").returncode != 0:
-        source = "--flydsl-repo" if args.flydsl_repo else envvars.FLYDSL_SRC
-        raise FlybenchError(f"{source}={repo} is not a git clone (an exported tree has no history): point it at a "
-                            "clone of https://github.com/ROCm/FlyDSL")
-    return repo
+    return revisions.clone(given.expanduser().resolve(), "--flydsl-repo" if args.flydsl_repo else envvars.FLYDSL_SRC)
 
 
 def _probe(series: search.Series, repo: Path, config: Path, args: argparse.Namespace) -> tuple[search.Probe, str]:

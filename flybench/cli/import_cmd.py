@@ -6,8 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from flybench.errors import FlybenchError
 from flybench.importers.flydsl_ci import import_file
 from flybench.importers.flydsl_ci.store import DEFAULT_SUBJECT
+from flybench.importers.git_history import main_commit
 from flybench.regress import stored
 from flybench.store import DEFAULT_DB
 
@@ -36,6 +38,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.flydsl_repo is not None:  # the clone and its main ref are checked before the store is opened
+        main_commit(args.flydsl_repo, args.main_ref)
+    elif args.main_ref is not None:
+        raise FlybenchError("--main-ref names main's branch in the clone that --flydsl-repo gives: pass --flydsl-repo "
+                            "too, or leave --main-ref out")
     report = import_file(args.file, args.db, args.subject, flydsl_repo=args.flydsl_repo, main_ref=args.main_ref)
     print(report.summary(), file=sys.stdout if report.ok else sys.stderr)
     print(stored.summary(stored.refresh(args.db)))  # readers then read the steps instead of refitting them

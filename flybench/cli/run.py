@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from flybench import envvars, hardware, run_identity, subject_code
+from flybench import envvars, hardware, revisions, run_identity, subject_code
 from flybench.errors import FlybenchError
 from flybench.selection import Choice, asv_regex, check_shape_set, choices, with_cases
 
@@ -304,7 +304,7 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
         raise FlybenchError(f"{config} measures the remote repository {repo}: pass --commit with a full 40-digit "
                             f"commit hash of it (not {ref!r})")
     where = (config.resolve().parent / repo).resolve()
-    full = _git(where, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    full = revisions.commit(where, ref, "--commit")
     if full is None:
         ambiguous = subject_code.ambiguity(where, ref)
         if ambiguous:

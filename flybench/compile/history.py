@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from flybench import envvars
+from flybench import envvars, revisions
 from flybench.compile.cache import ROOT, cache_root
 from flybench.compile.registry import CHECKOUT_CASES
 from flybench.errors import FlybenchError
@@ -59,7 +59,8 @@ def git(repo: Path, *args: str) -> str:
 
 def touching_commits(repo: Path, paths: tuple[str, ...], ref: str = "HEAD") -> list[Commit]:
     """The first-parent commits of `ref` that change `paths`, oldest first."""
-    lines = git(repo, "log", "--first-parent", "--format=%H%x09%cs%x09%s", ref, "--", *paths).splitlines()
+    lines = git(repo, "log", "--first-parent", "--format=%H%x09%cs%x09%s", full_hash(repo, ref, "--ref"), "--",
+                *paths).splitlines()
     commits = []
     for line in reversed(lines):
         sha, date, subject = line.split("\t", 2)
@@ -71,9 +72,18 @@ def named_commits(repo: Path, names: list[str]) -> list[Commit]:
     """The commits given by name (hash, branch, tag), in the order given."""
     commits = []
     for name in names:
-        sha, date, subject = git(repo, "log", "-1", "--format=%H%x09%cs%x09%s", name).strip().split("\t", 2)
+        sha, date, subject = git(repo, "log", "-1", "--format=%H%x09%cs%x09%s",
+                                 full_hash(repo, name, "--commit")).strip().split("\t", 2)
         commits.append(Commit(sha, int(git(repo, "rev-list", "--count", sha)), date, subject))
     return commits
+
+
+def full_hash(repo: Path, name: str, flag: str) -> str:
+    """The commit `name` (given with `flag`) names in `repo`, checked by `revisions` before git reads it."""
+    full = revisions.commit(repo, name, flag)
+    if full is None:
+        raise FlybenchError(f"{flag} {name!r} is not a commit of {repo}: give a hash, branch or tag of that clone")
+    return full
 
 
 def wheel_counts(repo: Path, versions: list[str]) -> dict[str, int]:
@@ -252,8 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    repo = args.flydsl_repo.expanduser().resolve()
     try:
+        repo = revisions.clone(args.flydsl_repo.expanduser().resolve(), "--flydsl-repo")
         commits = (named_commits(repo, args.commit) if args.commit else
                    touching_commits(repo, tuple(args.path or PATHS), args.ref)[-(args.limit or 0):])
         counts = wheel_counts(repo, args.wheels.split(",") if args.wheels else published_versions())

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from flybench import revisions
 from flybench.errors import FlybenchError
 
 MAIN_REFS = ("origin/main", "refs/heads/main", "main", "HEAD")
@@ -64,7 +65,7 @@ def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = 
     its parent); elsewhere it is the committer date.
     """
     root = Path(repo)
-    ref = main_ref or _default_main(root)
+    ref = main_commit(root, main_ref)
     order = {h: i for i, h in enumerate(_git(root, "rev-list", "--first-parent", "--reverse", ref).split())}
     tip = _git(root, "log", "-1", "--format=%cI", ref).strip()
     main_tip = datetime.fromisoformat(tip).astimezone(timezone.utc).replace(tzinfo=None)
@@ -83,7 +84,7 @@ def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = 
 def main_history(repo: str | Path, main_ref: str | None = None) -> list[CommitInfo]:
     """Main's first-parent history, oldest first: the commits (and merged PRs) inside a step's range."""
     root = Path(repo)
-    ref = main_ref or _default_main(root)
+    ref = main_commit(root, main_ref)
     log = _git(root, "log", "--first-parent", "--reverse", "--format=%H%x00%cI%x00%s", ref)
     lines = log.splitlines()
     order = {line.split("\x00", 1)[0]: i for i, line in enumerate(lines)}
@@ -117,12 +118,20 @@ def _existing(root: Path, hashes: list[str]) -> dict[str, str]:
     return {asked: parts[0] for asked, parts in zip(hashes, answers) if len(parts) == 2 and parts[1] == "commit"}
 
 
-def _default_main(root: Path) -> str:
+def main_commit(root: Path, main_ref: str | None) -> str:
+    """The full hash of main's tip: of `main_ref` when given (checked by `revisions` before git reads it), else of
+    the first of MAIN_REFS the clone has. `root` is checked to be a clone first, so a missing path, a file or an
+    empty folder is named as such rather than as a clone without a main branch."""
+    revisions.clone(root, "--flydsl-repo")
+    if main_ref is not None:
+        tip = revisions.commit(root, main_ref, "--main-ref")
+        if tip is None:
+            raise FlybenchError(f"--main-ref {main_ref!r} is not a commit of {root}: give main's branch there, e.g. "
+                                "origin/main (`git -C CLONE branch -a` lists them), or leave --main-ref out")
+        return tip
     for ref in MAIN_REFS:
-        probe = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
-                               capture_output=True, text=True)
-        if probe.returncode == 0:
-            return ref
+        if tip := revisions.commit(root, ref, "--main-ref"):
+            return tip
     raise FlybenchError(f"{root}: no main branch found (tried {', '.join(MAIN_REFS)}); pass --main-ref")
 
 
