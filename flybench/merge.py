@@ -20,8 +20,14 @@ and that never replaces anything. The rules:
   other source measured.
 - Samples replace those the destination held, or are added to them with
   `append_samples` (`flybench run --append-samples`).
-- A benchmark's `duration` is the sum over the sources of one merge, its
-  `started_at` the last source's.
+- A benchmark's `duration` is the sum over the runs whose results the file
+  holds, each counted once: what the destination held, plus each source that
+  brought a result the file did not hold as it is; its `started_at` is the
+  last such source's. A source whose results the destination (or an earlier
+  source) already holds adds nothing, so a tree copied twice, or merged into
+  a tree that holds it (the committed results), changes no byte: a results
+  file that gains nothing is not rewritten, nor is benchmarks.json when its
+  definitions are the same.
 - A record line already in the destination, or given twice, is written once,
   so merging the same trees again changes nothing.
 - Sources whose benchmarks.json define one benchmark differently (another
@@ -43,14 +49,16 @@ from pathlib import Path
 from typing import Any
 
 from flybench import benchmark_names, jsonl
+from flybench.counters import record as counter_records
 from flybench.errors import FlybenchError
 from flybench.file_kinds import describe
 from flybench.measure import record as records
 from flybench.measure.record import CaseKey
+from flybench.model import roles
 
 BENCHMARKS = "benchmarks.json"
 MACHINE = "machine.json"
-SIDECARS = (records.SUFFIX, ".counters.jsonl")
+SIDECARS = (records.SUFFIX, counter_records.SUFFIX, roles.SUFFIX)
 """Record files beside a results file, copied with it; case records (the first) also follow its conflicts."""
 
 
@@ -62,10 +70,13 @@ class Report:
     cases: int = 0  # parameter combinations measured (a value or a failure) by the sources
     records: int = 0  # record lines copied
     replaced: list[str] = field(default_factory=list)  # "benchmark(params): kept <later source>"
+    unchanged: list[Path] = field(default_factory=list)  # files of `files` that held every result already
 
     def summary(self) -> str:
         text = (f"merged {self.cases} measured cases and {self.records} record lines into {len(self.files)} "
                 f"results file{'s' if len(self.files) != 1 else ''}")
+        if self.unchanged:
+            text += f" ({len(self.unchanged)} of them held every result already: left as they were)"
         return text + (f"; {len(self.replaced)} measured twice, the later source kept" if self.replaced else "")
 
 
@@ -145,7 +156,7 @@ def _merge_into(sources: Sequence[Path], dest: Path, benchmarks: dict[str, Any],
             first = next((s / machine / MACHINE for s in holding if (s / machine / MACHINE).is_file()), None)
             if first is not None:
                 shutil.copyfile(first, dest / machine / MACHINE)
-    if benchmarks:
+    if benchmarks and benchmarks != _definitions(dest):  # the same definitions are not written again
         (dest / BENCHMARKS).write_text(json.dumps({**benchmarks, "version": 2}, indent=4, sort_keys=True))
     return report
 
@@ -206,9 +217,11 @@ def _merge_file(relative: Path, sources: list[Path], dest: Path, append_samples:
     if not target.is_file():  # the first source's environment and machine, none of its results yet
         for name in list(merged.get_all_result_keys()):
             merged.remove_result(name)
+    held = _held(merged)  # what the file holds so far, case by case: a source that brings only these adds nothing
+    spent = {name: float(d) for name in {name for name, _ in held} if (d := merged.duration.get(name)) is not None}
     owner: dict[tuple[str, int], tuple[Path, Any, Any]] = {}  # (benchmark, index) -> source, value, samples
     losers: dict[Path, set[CaseKey]] = {}
-    durations: dict[str, float] = {}
+    changed = False
     for source, results in loaded:
         for name in results.get_all_result_keys():
             params = results.get_result_params(name)
@@ -228,26 +241,43 @@ def _merge_file(relative: Path, sources: list[Path], dest: Path, append_samples:
                         losers.setdefault(earlier[0], set()).add(key)
                 owner[(name, j)] = (source, value, samples[j])
                 taken.add(j)
-            if not taken:
+            fresh = {j for j in taken if held.get((name, j)) != (values[j], samples[j])}
+            if not fresh:  # all held already, as they are (a tree copied twice, or merged before): nothing to add
                 continue
+            held.update({(name, j): (values[j], samples[j]) for j in fresh})
             number = [(s or {}).get("number") if samples[j] is not None else None for j, s in enumerate(stats)]
             result = BenchmarkResult(result=list(values), samples=list(samples), number=number, errcode=0,
                                      stderr="", profile=None)
             version = results.benchmark_version.get(name)
             merged.add_result({"name": name, "params": params, "version": version}, result,
                               started_at=_datetime(results.started_at.get(name)), record_samples=True,
-                              append_samples=append_samples, selected_idx=taken)
-            for j in taken:  # values asv stored without samples keep their own statistics
+                              append_samples=append_samples, selected_idx=fresh)
+            for j in fresh:  # values asv stored without samples keep their own statistics
                 if samples[j] is None and values[j] is not None and stats[j] is not None:
                     merged._stats[name][j] = stats[j]  # noqa: SLF001 - add_result computes stats from samples only
-            durations[name] = durations.get(name, 0.0) + float(results.duration.get(name) or 0.0)
-            merged.duration[name] = durations[name]
+            spent[name] = spent.get(name, 0.0) + float(results.duration.get(name) or 0.0)
+            merged.duration[name] = spent[name]  # the time of the runs whose results the file holds, each once
+            changed = True
     report.cases += len(owner)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    merged.save(str(dest))
+    if changed or not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        merged.save(str(dest))
+    else:  # a file that gains nothing is left as it is, byte for byte (asv would write it in its own layout)
+        report.unchanged.append(target)
     report.files.append(target)
     for suffix in SIDECARS:
         report.records += _merge_sidecar(relative, suffix, sources, dest, losers if suffix == records.SUFFIX else {})
+
+
+def _held(results: Any) -> dict[tuple[str, int], tuple[Any, Any]]:
+    """(benchmark, index) -> (value, samples) of every case asv holds a value or a failure for in `results`."""
+    held = {}
+    for name in results.get_all_result_keys():
+        params = results.get_result_params(name)
+        samples = results.get_result_samples(name, params)
+        held.update({(name, j): (value, samples[j])
+                     for j, value in enumerate(results.get_result_value(name, params)) if not _is_nan(value)})
+    return held
 
 
 def _merge_sidecar(relative: Path, suffix: str, sources: list[Path], dest: Path,
