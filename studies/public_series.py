@@ -311,7 +311,9 @@ def markdown(result: dict) -> str:
                          f"{t['ties']} | {t['loses']} |")
     lines += [
         "",
-        f"{len(primary['rows'])} series. Left out: " + "; ".join(f"{n} ({why})" for n, why in result["left_out"]) + ".",
+        f"{len(primary['rows'])} series. Left out: " + "; ".join(
+            f"{', '.join(n for n, w in result['left_out'] if w == why)} ({why})"
+            for why in dict.fromkeys(w for _, w in result["left_out"])) + ".",
         "",
         "## Per series (values as published where positive; counted reading)",
         "",
