@@ -152,6 +152,10 @@ class SideRecords:
         """The file of this kind that belongs to a results file (`<stem><suffix>`)."""
         return results_file.with_name(results_file.stem + self.suffix)
 
+    def results_file(self, path: Path) -> Path:
+        """The results file a file of this kind belongs to (`beside` read backwards)."""
+        return path.with_name(path.name[:-len(self.suffix)] + ".json")
+
     def append(self, path: Path, record: Any) -> None:
         jsonl.append(path, json.dumps(asdict(record), allow_nan=True))
 

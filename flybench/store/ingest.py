@@ -44,7 +44,7 @@ from flybench.measure.record import SideRecords
 from flybench.model import roles
 from flybench.store import counters as stored_counters
 from flybench.store import roles as stored_roles
-from flybench.store import commit_notes, heads, sidecar
+from flybench.store import commit_notes, heads, machine_code, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
                                       machine_row, read_results)
 from flybench.store.db import DEFAULT_DB, connect, is_fault
@@ -75,6 +75,7 @@ class IngestReport:
     rows: int = 0
     counter_rows: int = 0  # hardware-counter rows (flybench.store.counters)
     role_rows: int = 0  # model-lane role splits (flybench.store.roles)
+    machine_code_rows: int | None = None  # records of the tree's machine-code.jsonl (None: the tree has none)
     pruned: bool = False  # --prune was given: `kept` are then files of machines the tree does not hold
 
     @property
@@ -87,6 +88,7 @@ class IngestReport:
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
             + (f"; {self.counter_rows} hardware-counter rows" if self.counter_rows else "")
             + (f"; {self.role_rows} model-lane role splits" if self.role_rows else "")
+            + (f"; {self.machine_code_rows} machine code records" if self.machine_code_rows is not None else "")
         ]
         if self.kept and self.pruned:
             lines.append(f"  {len(self.kept)} stored files of machine folders this tree does not hold, kept: "
@@ -149,12 +151,19 @@ def ingest(
     known = {**_stored_definitions(Path(db_path), subject), **benchmarks}
     readers = _Readers(known, _changed_since_last_ingest(Path(db_path), benchmarks_path, machine_dirs), progress)
     notes = commit_notes.read(root)  # what the tree says of its commits (titles, compiler): checked before writing
+    code = machine_code.read(root)  # the machine code of its commits (flybench.compile.code_history)
+    if code is not None:
+        path = root / machine_code.FILE
+        report.errors += [FileError(str(path), message.removeprefix(f"{path}, ")) for message in code[1]]
     try:
         with size_limit_as_advice(db_path), connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
             if notes:
                 with _transaction(conn):
                     commit_notes.store(conn, subject, notes)
+            if code is not None:
+                with _transaction(conn):
+                    report.machine_code_rows = machine_code.store(conn, subject, code[0])
     finally:
         readers.close()
     return report
@@ -361,13 +370,24 @@ def _ingest_files(
 def _ingest_beside(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str, machine_dirs: list[Path],
                    seen: set[str], report: IngestReport, kind: SideRecords, ingest: Callable[..., int]) -> int:
     """Store the record files of one kind the tree holds beside its results (counters, role splits), except those
-    whose results file was refused; returns the rows written."""
+    whose results file was refused or is not there; returns the rows written.
+
+    A record file is filed under its results file's commit and machine; one with no results file beside it (a
+    copy of a machine's record files under another commit's name) would store every row again under a run that
+    never happened. (One that is no regular file, a FIFO say, is left to the reader, which says what it is.)"""
     paths = kind.files_in(machine_dirs)
     seen.update(tracker.relpath(p) for p in paths)
     refused = _refused_beside(paths, report.errors, kind)
     for path in refused:
         report.errors.append(FileError(str(path), "not stored: the results file it belongs to was refused"))
-    return ingest(conn, tracker, subject, [p for p in paths if p not in refused], report.warnings, report.errors)
+    alone = [p for p in paths if p not in refused and p.is_file() and not os.path.lexists(kind.results_file(p))]
+    for path in alone:
+        report.errors.append(FileError(str(path), f"not stored: no results file {kind.results_file(path).name} "
+                                                  "beside it, so no run to file its records under (a copy under "
+                                                  "another commit's name would store every row twice); put it "
+                                                  "back beside its results file, or remove it"))
+    return ingest(conn, tracker, subject, [p for p in paths if p not in refused and p not in alone],
+                  report.warnings, report.errors)
 
 
 def _refused_beside(paths: list[Path], errors: list[FileError], kind: SideRecords) -> list[Path]:
