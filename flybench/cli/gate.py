@@ -430,39 +430,22 @@ def _streamed(command: list[str], cwd, env: dict[str, str], prefix: str) -> tupl
         return proc.returncode, out.read(), "".join(lines)
 
 
-DEBUG_DIRECTIVES = (".file", ".loc", ".cfi_", ".section\t.debug", ".section .debug", "$L__", ".Ltmp", ".Lfunc_end",
-                    ".Ldebug", ".Linfo", ".Lsection", "@DEBUG_VALUE", "DEBUG_VALUE")
-"""Lines of an ISA or PTX listing that say where the code came from, not what it is."""
-
-
 def _isa_diffs(base: list[dict], head: list[dict], cache: Path, out: Path) -> dict[str, list[str]]:
     """A unified diff of the machine code (AMDGPU ISA, or PTX on NVIDIA) of every kernel and target whose code
     differs between the sides, written to `out`; the kernels with the targets where their code changed."""
     import difflib
 
     from flybench.compile.cache import entry_dir
+    from flybench.compile.isa import code_lines
 
     def code(record: dict) -> list[str] | None:
         if record.get("status") != "ok" or not record.get("isa_file"):
             return None
         path = entry_dir(cache, record["kernel"], record["arch"], record.get("key") or "") / record["isa_file"]
         try:
-            text = path.read_text(errors="replace")
+            return code_lines(path.read_text(errors="replace"))
         except OSError:
             return None
-        # the code alone: debug sections and line directives name each side's own checkout, and comments echo
-        # source lines
-        kept, in_debug = [], False
-        for raw in text.splitlines():
-            line = raw.split(";", 1)[0].split("//", 1)[0].rstrip()
-            word = line.strip()
-            if word.startswith((".section", ".text")):
-                in_debug = ".debug" in word
-            if in_debug:
-                in_debug = word != "}"  # a PTX debug section's block ends here
-            elif word and not word.startswith(DEBUG_DIRECTIVES):
-                kept.append(line + "\n")
-        return kept
 
     sides = [{(r["kernel"], r["arch"]): r for r in records} for records in (base, head)]
     changed: dict[str, list[str]] = {}

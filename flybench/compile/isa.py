@@ -177,3 +177,25 @@ def suspicions(kernel: AmdKernel, code_size: int | None) -> list[str]:
         reasons.append(f"{kernel.symbol} has no store or atomic instruction, so it cannot write any result: "
                        "suspected miscompile")
     return reasons
+
+
+DEBUG_DIRECTIVES = (".file", ".loc", ".cfi_", ".section\t.debug", ".section .debug", "$L__", ".Ltmp", ".Lfunc_end",
+                    ".Ldebug", ".Linfo", ".Lsection", "@DEBUG_VALUE", "DEBUG_VALUE")
+"""Lines of an ISA or PTX listing that say where the code came from, not what it is."""
+
+
+def code_lines(text: str) -> list[str]:
+    """The machine code of an ISA (AMDGPU) or PTX listing alone, a line each with its newline: debug sections and
+    line directives name the checkout the code was built from, and comments echo source lines, so they go. Two
+    compiles emitted the same code when these lines are equal (the gate's ISA diff, the machine code history)."""
+    kept, in_debug = [], False
+    for raw in text.splitlines():
+        line = raw.split(";", 1)[0].split("//", 1)[0].rstrip()
+        word = line.strip()
+        if word.startswith((".section", ".text")):
+            in_debug = ".debug" in word
+        if in_debug:
+            in_debug = word != "}"  # a PTX debug section's block ends here
+        elif word and not word.startswith(DEBUG_DIRECTIVES):
+            kept.append(line + "\n")
+    return kept

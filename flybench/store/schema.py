@@ -410,6 +410,32 @@ MIGRATIONS: list[list[str]] = [
             source_file VARCHAR NOT NULL
         )""",
     ],
+    [  # v15: the machine code of a subject's history (flybench.compile.code_history): per main commit, kernel and
+        # target, a hash of the code the FlyDSL of that commit emits (status ok), or why there is none (failed,
+        # unavailable), with the library that compiled it; stored from `<tree>/machine-code.jsonl` by ingest. And
+        # which registered kernels each imported FlyDSL CI series runs (flybench.compile.ci_ops), written by the
+        # importer: a series without a row is not covered, and its steps can only be judged by files.
+        """CREATE TABLE machine_code (
+            subject VARCHAR NOT NULL,
+            hash VARCHAR NOT NULL,
+            kernel VARCHAR NOT NULL,
+            arch VARCHAR NOT NULL,
+            code_hash VARCHAR,
+            status VARCHAR NOT NULL,
+            library VARCHAR NOT NULL,
+            detail VARCHAR NOT NULL,
+            metrics JSON,
+            PRIMARY KEY (subject, hash, kernel, arch)
+        )""",
+        """CREATE TABLE series_kernels (
+            subject VARCHAR NOT NULL,
+            benchmark VARCHAR NOT NULL,
+            params JSON NOT NULL,
+            kernel VARCHAR NOT NULL,
+            arch VARCHAR NOT NULL,
+            exact BOOLEAN NOT NULL
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from flybench.compile import ci_ops
 from flybench.importers.flydsl_ci import code
 from flybench.importers.flydsl_ci.axis import DEFAULT_SUBJECT, Resolved, check_subject, resolve, subject_commits
 from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
@@ -53,6 +54,9 @@ class ImportReport:
     """Main commits whose changed files were read from the clone, to tell code steps from the runner's."""
     unresolved: int = 0
     """Short commit hashes of the new records that no full hash was found for: kept as given."""
+    covered: tuple[int, int] = (0, 0)
+    """(series, of all the subject's series) that run a registered kernel (`series_kernels`), a series counted once
+    per target it ran on."""
 
     @property
     def ok(self) -> bool:
@@ -64,6 +68,9 @@ class ImportReport:
                  f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
         if self.attributed:
             lines.append(f"  code attribution: {self.attributed} main commits read from the clone")
+        if self.covered[1]:
+            lines.append(f"  machine code: {self.covered[0]} of {self.covered[1]} series (per target) run a registered "
+                         "kernel; the others can be judged by files only")
         lines += [f"  rejected: {self.file}: {error}" for error in self.rejected]
         lines += [f"  conflict: {self.file}: {conflict}" for conflict in self.conflicts]
         if self.unresolved:
@@ -112,12 +119,28 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
             _insert(conn, "imported_records", [_record_row(subject, r, history.path.name) for r in new],
                     _RECORD_COLUMNS)
             report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone, refiled)
+            report.covered = _series_kernels(conn, subject)
             if flydsl_repo is not None:
                 report.attributed = _attribute(conn, subject, Path(flydsl_repo), main_ref)
             conn.execute("INSERT INTO imported_files VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP) "
                          "ON CONFLICT DO NOTHING", [SOURCE, subject, history.sha256, history.path.name,
                                                     history.size, len(history.records), len(history.errors)])
     return report
+
+
+def _series_kernels(conn: duckdb.DuckDBPyConnection, subject: str) -> tuple[int, int]:
+    """Which registered kernels each of the subject's series runs (`flybench.compile.ci_ops`, from the registry
+    alone), in place of the stored mapping; (series covered, series in all)."""
+    series = conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op', "
+                          "source_record->>'shape', source_record->>'dtype', source_record->>'arch' FROM results "
+                          "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
+    rows = [{"subject": subject, "benchmark": benchmark, "params": params, "kernel": found.kernel,
+             "arch": found.arch, "exact": found.exact}
+            for benchmark, params, op, shape, dtype, arch in series
+            for found in ci_ops.kernels_for(op, shape, dtype, arch)]
+    conn.execute("DELETE FROM series_kernels WHERE subject = ?", [subject])
+    _insert(conn, "series_kernels", rows, ("subject", "benchmark", "params", "kernel", "arch", "exact"))
+    return len({(r["benchmark"], r["params"], r["arch"]) for r in rows}), len(series)
 
 
 def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_ref: str | None) -> int:
