@@ -204,3 +204,17 @@ def test_bad_input_exits_2_with_what_to_do(tmp_path: Path) -> None:
         (tmp_path / "dash.json").write_text(json.dumps(dash))
         refused = run("--flydsl-repo", str(CLONE), "--history", str(tmp_path / "dash.json"), *out)
         assert refused.returncode == 2 and "Traceback" not in refused.stderr
+
+
+def test_the_summary_counts_commits_compiles_against_reuses_and_statuses(tmp_path: Path) -> None:
+    lines = [record(), record(commit="b" * 40, compiled=False),
+             record(commit="b" * 40, arch="gfx950", status="failed", code_hash=None, detail="TypeError: x",
+                    library="flydsl 0.2.3", compile_s=2.0)]
+    (tmp_path / machine_code.FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = run("--summary", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "3 records: 2 commits x 2 kernel x target pairs (4 if every commit had every pair)",
+        "compiled 2, reused by key 1 (6 s of compile time in the compiled ones)",
+        "statuses: 2 ok, 1 failed, 0 unavailable",
+        "libraries: 0 commits with their own wheel, 2 with python/flydsl laid over the nearest"]

@@ -338,8 +338,8 @@ def _record(commit: str, kernel: str, arch: str, library: Library, key: str, sta
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m flybench.compile.code_history",
                                      description=__doc__.splitlines()[0])
-    parser.add_argument("--flydsl-repo", type=Path, required=True, help="a clone of github.com/ROCm/FlyDSL")
-    parser.add_argument("--history", type=Path, required=True, help="a FlyDSL CI history (JSON or gzip'd JSON)")
+    parser.add_argument("--flydsl-repo", type=Path, help="a clone of github.com/ROCm/FlyDSL")
+    parser.add_argument("--history", type=Path, help="a FlyDSL CI history (JSON or gzip'd JSON)")
     parser.add_argument("--out", type=Path, required=True, help=f"folder of {FILE} (e.g. results/flydsl)")
     parser.add_argument("--kernel", "-k", action="append", help="only kernels matching this glob (repeatable)")
     parser.add_argument("--arch", action="append", choices=AMD_ARCHES, help="only this target (repeatable)")
@@ -347,6 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=2, help="compile workers (default 2)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a compile may take (default 600)")
     parser.add_argument("--wheels", help="FlyDSL's published versions, comma-separated, instead of asking pip")
+    parser.add_argument("--summary", action="store_true",
+                        help=f"print what {FILE} in --out holds (commits, compiles against reuses, statuses) and stop")
     parser.add_argument("--skip-missing", action="store_true",
                         help="leave out, and name, main commits the clone lacks instead of stopping")
     return parser
@@ -354,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan(args: argparse.Namespace) -> tuple[Path, list[str], list[KernelCase]]:
     """The clone, the commits and the kernels, every one checked; FlybenchError on bad input."""
+    if args.flydsl_repo is None or args.history is None:
+        raise FlybenchError("give --flydsl-repo CLONE and --history FILE (or --summary to read --out)")
     repo = revisions.clone(args.flydsl_repo.expanduser().resolve(), "--flydsl-repo")
     if revisions.commit(repo, "HEAD", "HEAD") is None or subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", "HEAD:python/flydsl"],
@@ -386,8 +390,30 @@ def _plan(args: argparse.Namespace) -> tuple[Path, list[str], list[KernelCase]]:
     return repo, kept, cases
 
 
+def summary(records: list[dict[str, Any]]) -> str:
+    """What a record file holds, in a few lines: the figures docs/compile-metrics.md reports."""
+    commits = {r["hash"] for r in records}
+    pairs = {(r["kernel"], r["arch"]) for r in records}
+    compiled = [r for r in records if r["compiled"]]
+    statuses = {s: sum(r["status"] == s for r in records) for s in STATUSES}
+    seconds = sum(r.get("compile_s") or 0.0 for r in compiled)
+    overlaid = {r["hash"] for r in records if "+ python/flydsl of" in r["library"]}
+    return "\n".join([
+        f"{len(records)} records: {len(commits)} commits x {len(pairs)} kernel x target pairs "
+        f"({len(commits) * len(pairs)} if every commit had every pair)",
+        f"compiled {len(compiled)}, reused by key {len(records) - len(compiled)} "
+        f"({seconds:.0f} s of compile time in the compiled ones)",
+        "statuses: " + ", ".join(f"{n} {s}" for s, n in statuses.items()),
+        f"libraries: {len(commits) - len(overlaid)} commits with their own wheel, {len(overlaid)} with python/flydsl "
+        f"laid over the nearest"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.summary:
+        records, errors = machine_code.read(args.out / FILE)
+        print("\n".join([summary(records), *errors]))
+        return 2 if errors else 0
     try:
         repo, commits, cases = _plan(args)
         versions = args.wheels.split(",") if args.wheels else history.published_versions()
