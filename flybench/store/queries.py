@@ -506,6 +506,19 @@ def code_touches(db_path: str | Path, subject: str) -> pd.DataFrame:
                            "WHERE subject = ?", [subject])
 
 
+def machine_code(db_path: str | Path, subject: str) -> pd.DataFrame:
+    """The machine code of the subject's kernels per commit and target (`machine_code`, v15): its hash where the
+    commit's compiler built it, else the status and why."""
+    return _query(db_path, "SELECT hash, kernel, arch, code_hash, status, library, detail FROM machine_code "
+                           "WHERE subject = ?", [subject])
+
+
+def series_kernels(db_path: str | Path, subject: str) -> pd.DataFrame:
+    """Per imported series (benchmark, params as stored), the registered kernels and targets it runs."""
+    return _query(db_path, "SELECT benchmark, params::VARCHAR AS params, kernel, arch FROM series_kernels "
+                           "WHERE subject = ?", [subject])
+
+
 def paired_changes(db_path: str | Path, subject: str, machine: str) -> pd.DataFrame:
     """Each pull request's own same-job comparison with main, per series on the machine: the change in percent
     that its newest CI run measured against main in that job (an imported record's `vs_main`), signed as the
