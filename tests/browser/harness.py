@@ -30,10 +30,11 @@ SERVE = REPO / "dashboard" / "serve.py"  # as `flybench dashboard` starts it: th
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PAGES = {"overview": "", "history": "history", "compare": "compare", "pull_request": "pull_request",
-         "regressions": "regressions", "resources": "resources", "roofline": "roofline"}
+         "regressions": "regressions", "resources": "resources", "roofline": "roofline", "model": "model"}
 """Page name -> URL path (st.navigation derives it from the view's file name; the default page is '/')."""
 TITLES = {"overview": "Overview", "history": "History", "compare": "Compare", "pull_request": "Pull request",
-          "regressions": "Regressions", "resources": "Kernel resources", "roofline": "Roofline"}
+          "regressions": "Regressions", "resources": "Kernel resources", "roofline": "Roofline",
+          "model": "Model lane"}
 """Page name -> the title its script writes first: a load is the page's own once that title shows."""
 
 
@@ -61,6 +62,14 @@ def free_port() -> int:
 def serve(db: Path, asv_config: Path | None = None, timeout: float = 60.0) -> Iterator[str]:
     """The app on 127.0.0.1 and a free port, started as `flybench dashboard` starts it; yields its URL, stops it
     afterwards."""
+    with server(db, asv_config, timeout) as (url, _process):
+        yield url
+
+
+@contextmanager
+def server(db: Path, asv_config: Path | None = None,
+           timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """`serve`, yielding the server's process too (the speed study reads its CPU time)."""
     port = free_port()
     env = {**os.environ, "FLYBENCH_DB": str(db)}
     if asv_config is not None:
@@ -76,7 +85,7 @@ def serve(db: Path, asv_config: Path | None = None, timeout: float = 60.0) -> It
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"streamlit did not start on {url}:\n{process.stdout.read() if process.stdout else ''}")
             time.sleep(0.2)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         try:
@@ -154,14 +163,25 @@ def drawn(page: Any) -> list[Drawn]:
     return [Drawn(**chart) for chart in page.evaluate(_DRAWN)]
 
 
-def runs_rule(page: Any) -> str | None:
-    """The imported-runs choice the sidebar shows as selected, None where the page shows no such control."""
-    radios = page.locator("[data-testid=stSidebar] [data-testid=stRadio]").filter(has_text="Imported runs")
-    try:  # the sidebar can be drawn a moment after the main block
-        radios.first.wait_for(timeout=3000)
-    except Exception:
-        return None
-    return radios.first.locator("label:has(input:checked)").inner_text().strip()
+RUNS_RULE = "[data-testid=stSidebar] [data-testid=stRadio]"
+
+
+def runs_rule(page: Any, timeout_ms: int = 60_000) -> str:
+    """The imported-runs choice the sidebar shows as selected, on a page that shows the control.
+
+    It waits for what it reads, the control's checked option, never for a
+    fixed time: the sidebar can be drawn a moment after the main block, and
+    on a loaded machine that moment was once longer than the 3 s this used
+    to wait, so a page read as showing no choice at all.
+    """
+    checked = page.locator(RUNS_RULE).filter(has_text="Imported runs").first.locator("label:has(input:checked)")
+    checked.wait_for(timeout=timeout_ms)
+    return checked.inner_text().strip()
+
+
+def shows_runs_rule(page: Any) -> bool:
+    """Whether a page `load` has finished shows the imported-runs control at all."""
+    return page.locator(RUNS_RULE).filter(has_text="Imported runs").count() > 0
 
 
 def screenshot(page: Any, path: Path, max_height: int = 6000) -> Path:

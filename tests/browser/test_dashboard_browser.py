@@ -18,15 +18,18 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from test_dashboard_db import DashboardDB, ci_store, dash_db  # noqa: F401  (the fixtures)
 
-from browser.harness import PAGES, Loaded, browser, chromium, drawn, load, runs_rule, screenshot, serve
+from browser.harness import (PAGES, Loaded, browser, chromium, drawn, load, runs_rule, screenshot, serve,
+                             shows_runs_rule)
 
 MIN_PLOT_HEIGHT = 100  # px: a plot area flatter than this has been squeezed (by its legend, say)
 MAX_LEGEND = 12  # entries: a legend longer than this is a chart that should have been split
 FORBIDDEN = re.compile(r"\bNone\b|\bnan\b|0\.000000|\bNaT\b")  # what a person must never read on a page
 IMPORTED_PAGES = {"overview": ("", 2), "history": ("?benchmark=attention.FlydslCI.track_tflops", 1),
                   "compare": ("", 1), "pull_request": ("?pr=812", 0), "regressions": ("", 1), "resources": ("", 1),
-                  "roofline": ("", 0)}
+                  "roofline": ("", 0), "model": ("", 0)}
 """Pages on the fixture database plus FlyDSL's imported CI month: the query and the charts each must draw."""
+WITHOUT_RUNS_RULE = ("pull_request", "model")
+"""Pages without the imported-runs control: a pull request's runs are the page; the model lane imports nothing."""
 
 # Page -> (query string, charts it must draw on the fixture database; None: depends on the H200 results)
 EXPECTED: dict[str, tuple[str, int | None]] = {
@@ -37,6 +40,7 @@ EXPECTED: dict[str, tuple[str, int | None]] = {
     "regressions": ("", 1),
     "resources": ("", 1),
     "roofline": ("?machine=dev-h200", None),
+    "model": ("", 0),
 }
 
 
@@ -117,8 +121,12 @@ def test_page_on_imported_data_is_readable_and_marks_every_import(name: str, imp
     screenshot(page, artifacts / f"imported-{name}.png")
     assert loaded.charts >= charts
     readable(name, page, loaded)
-    # every page shows the rule, main only by default; Pull request shows pull-request runs by definition
-    assert runs_rule(page) == (None if name == "pull_request" else "main only")
+    # every page that shows imported rows shows the rule, main only by default; Pull request shows pull-request
+    # runs by definition, the Model lane only flybench's own runs
+    if name in WITHOUT_RUNS_RULE:
+        assert not shows_runs_rule(page)
+    else:
+        assert runs_rule(page) == "main only"
     shows_imports = any(t.endswith(" †") for chart in drawn(page) for t in chart.texts) or " †" in loaded.text
     if shows_imports or name in ("overview", "history", "compare"):
         assert "† Imported from flydsl-ci" in loaded.text, f"{name} shows imported values without the mark's note"
@@ -128,7 +136,8 @@ def test_page_on_imported_data_is_readable_and_marks_every_import(name: str, imp
 def test_every_page_agrees_on_the_imported_runs_rule(runs: str, imported_session: tuple[str, Any]) -> None:
     url, page = imported_session
     query = "?runs=" + runs.replace(" ", "+")
-    seen = {name: (load(page, url, name, query, 0), runs_rule(page))[1] for name in PAGES if name != "pull_request"}
+    seen = {name: (load(page, url, name, query, 0), runs_rule(page))[1] for name in PAGES
+            if name not in WITHOUT_RUNS_RULE}
     assert set(seen.values()) == {runs}, seen
 
 
