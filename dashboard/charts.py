@@ -9,12 +9,19 @@ dashed line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
 
 import altair as alt
 import numpy as np
 import pandas as pd
+
+from flybench import envvars
 
 
 MISSING = "#dddddd"
@@ -28,23 +35,91 @@ VERDICT_COLORS = {"regression": "#d62728", "broken": "#8c1c13", "improvement": "
                   "incomparable": "#ff7f0e", "skipped": "#bbbbbb", "unchanged": "#1f77b4"}
 
 
+_ALTAIR_GLOBALS = threading.Lock()
+SVG_ROWS = 5000  # charts up to this many rows draw as SVG; bigger ones as canvas, which draws them faster
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A chart already converted to Vega-Lite (`spec`, shared: never changed), its rows by dataset name apart."""
+
+    spec: dict[str, Any]
+    datasets: dict[str, pd.DataFrame]
+
+
+def vega_spec(figure: alt.TopLevelMixin | Spec) -> dict[str, Any]:
+    """The chart as a Vega-Lite spec, its data frames kept as named datasets (Streamlit sends them as Arrow).
+
+    What `st.altair_chart` does, minus Altair's JSON-schema validation, which
+    costs a few hundred milliseconds per chart on every rerun and so decided
+    whether a page met its 1 s budget. The tests validate every chart instead
+    ($FLYBENCH_VALIDATE_CHARTS=1).
+    """
+    if isinstance(figure, Spec):
+        return _with_renderer({**figure.spec, "datasets": dict(figure.datasets)}, figure.datasets)
+    datasets: dict[str, Any] = {}
+
+    def named(data: Any) -> dict[str, str]:
+        key = f"data-{id(data)}"
+        datasets[key] = data
+        return {"name": key}
+
+    with _ALTAIR_GLOBALS:  # data transformers and themes are process-wide; sessions run in threads
+        alt.data_transformers.register("flybench-named", named)
+        theme = alt.theme.enable("none") if alt.theme.active == "default" else contextlib.nullcontext()
+        with alt.data_transformers.enable("flybench-named"), theme:
+            spec = figure.to_dict(validate=os.environ.get(envvars.VALIDATE_CHARTS) == "1")
+    spec["datasets"] = {**spec.get("datasets", {}), **datasets}
+    return _with_renderer(spec, datasets)
+
+
+def _with_renderer(spec: dict[str, Any], datasets: dict[str, Any]) -> dict[str, Any]:
+    if sum(len(d) for d in datasets.values() if hasattr(d, "__len__")) <= SVG_ROWS:
+        spec["usermeta"] = {"embedOptions": {"renderer": "svg"}}  # readable to screen readers and to the tests
+    return spec
+
+
+
 def _valid(field: str) -> str:
     return f"isValid(datum['{field}']) && isFinite(datum['{field}'])"
 
 
 def heatmap(frame: pd.DataFrame, x: str, y: str, color: str, title: str, scale: alt.Scale,
             dark: str, tooltip: list[alt.Tooltip | str], section: str = "section", x_first: str | None = None,
-            cell_width: int = 140) -> alt.FacetChart:
+            cell_width: int = 140) -> Spec:
     """Cells coloured by `color` and labelled with `shown`, one panel per `section` (a machine); a cell
     without a valid value is grey. The column `x_first` (if any) leads, the others follow in order.
 
     One faceted chart instead of one chart per machine: a page's cost grows
     with its number of charts, not with its number of cells. `dark` is a Vega
     expression on `datum` saying where the label must be white.
+
+    Its spec depends on the rows only through the order of the columns, so it
+    is built once per set of arguments and reused with the rows of each
+    rerun: building and converting it cost the Overview about 60 ms a
+    heatmap on every widget change.
     """
-    base = alt.Chart(frame).encode(
-        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(orient="top", labelAngle=0, labelLimit=200),
-                sort=sorted(set(frame[x]), key=lambda v: (v != x_first, str(v)))),
+    order = sorted(set(frame[x]), key=lambda v: (v != x_first, str(v)))
+    key = repr((x, y, color, title, scale, dark, tooltip, section, order, cell_width))
+    spec = _HEATMAPS.get(key)
+    if spec is None:
+        if len(_HEATMAPS) >= MAX_TEMPLATES:
+            _HEATMAPS.clear()
+        spec = _HEATMAPS[key] = vega_spec(_heatmap(x, y, color, title, scale, dark, tooltip, section, order,
+                                                    cell_width))
+    return Spec(spec, {HEATMAP_DATA: frame})
+
+
+HEATMAP_DATA = "cells"
+MAX_TEMPLATES = 256
+_HEATMAPS: dict[str, dict[str, Any]] = {}
+"""Heatmap specs by their arguments, their rows left out (`heatmap`)."""
+
+
+def _heatmap(x: str, y: str, color: str, title: str, scale: alt.Scale, dark: str,
+             tooltip: list[alt.Tooltip | str], section: str, order: list[Any], cell_width: int) -> alt.FacetChart:
+    base = alt.Chart(alt.NamedData(name=HEATMAP_DATA)).encode(
+        x=alt.X(f"{x}:N", title=None, axis=alt.Axis(orient="top", labelAngle=0, labelLimit=200), sort=order),
         y=alt.Y(f"{y}:N", title=None, axis=alt.Axis(labelLimit=420)),
         tooltip=tooltip,
     )

@@ -24,7 +24,9 @@ RUN_NAMES = {"main": "main pushes", "pr": "pull-request runs", "branch": "runs o
 
 
 def _options(values: Iterable[Any]) -> list[str]:
-    return sorted({str(v) for v in values if not pd.isna(v)})
+    """The distinct values, as text, sorted (unique first: a facet column repeats each value many times)."""
+    column = values if isinstance(values, pd.Series) else pd.Series(list(values), dtype=object)
+    return sorted({str(v) for v in column.dropna().unique()})
 
 
 def pick_many(label: str, key: str, values: Iterable[Any], help: str | None = None) -> list[str]:

@@ -368,22 +368,23 @@ def against_roofs(points: pd.DataFrame, roofs: pd.DataFrame) -> pd.DataFrame:
     of what it reaches.
     """
     out = points.copy()
-    fractions, bases = [], []
-    for r in out.itertuples():
-        mine = roofs[roofs["machine"] == r.machine]
-        matrix = mine[mine["tflops"].notna()]
-        compute = matrix[matrix["dtype"].map(rate_class) == rate_class(r.dtype)].sort_values("tflops").tail(1)
-        copy = mine[mine["gbps"].notna()].sort_values("gbps").tail(1)
-        if compute.empty or copy.empty:
-            fractions.append(np.nan)
-            bases.append("no roof for this machine" if copy.empty else f"no {r.dtype} matrix roof for this machine")
-            continue
-        attainable = min(float(compute["tflops"].iloc[0]), float(copy["gbps"].iloc[0]) * r.intensity / 1000)
-        fractions.append(r.tflops / attainable)
-        bases.append(f"{compute['ceiling'].iloc[0]} ({compute['basis'].iloc[0]}), "
-                     f"{copy['ceiling'].iloc[0]} ({copy['basis'].iloc[0]})")
-    out["of_roof"] = fractions
-    out["roof_basis"] = bases
+    machines = roofs.assign(rate=roofs["dtype"].map(rate_class))
+    compute = machines[machines["tflops"].notna()].sort_values("tflops", kind="stable") \
+        .drop_duplicates(["machine", "rate"], keep="last")  # each machine's highest roof of a rate class
+    copy = machines[machines["gbps"].notna()].sort_values("gbps", kind="stable") \
+        .drop_duplicates("machine", keep="last")
+    compute = compute.set_index(["machine", "rate"])
+    copy = copy.set_index("machine")
+    keys = pd.MultiIndex.from_arrays([out["machine"], out["dtype"].map(rate_class)])
+    peak = compute["tflops"].reindex(keys).to_numpy(dtype=float)
+    bandwidth = copy["gbps"].reindex(out["machine"]).to_numpy(dtype=float)
+    attainable = np.minimum(peak, bandwidth * out["intensity"].to_numpy(dtype=float) / 1000)
+    out["of_roof"] = out["tflops"].to_numpy(dtype=float) / attainable
+    named = (compute["ceiling"] + " (" + compute["basis"] + ")").reindex(keys).to_numpy(dtype=object)
+    bandwidth_named = (copy["ceiling"] + " (" + copy["basis"] + ")").reindex(out["machine"]).to_numpy(dtype=object)
+    out["roof_basis"] = [
+        "no roof for this machine" if pd.isna(b) else f"no {dtype} matrix roof for this machine" if pd.isna(c)
+        else f"{c}, {b}" for c, b, dtype in zip(named, bandwidth_named, out["dtype"])]
     return out
 
 
@@ -432,6 +433,12 @@ def kernel_name(kernel: Any, params: Any) -> str:
     given = params_dict(params)
     rest = ", ".join(str(v) for k, v in given.items() if k not in ("kernel", "arch", "metric", "counter"))
     return str(given.get("kernel", kernel)) + (f" ({rest})" if rest else "")
+
+
+def kernel_names(rows: pd.DataFrame) -> pd.Series:
+    """Each row's kernel as engineers name it (`kernel_name`); the benchmark id stays in `origin`."""
+    return pd.Series([kernel_name(k, p) for k, p in zip(rows["kernel"], rows["params"])], index=rows.index,
+                     dtype=object)
 
 
 def case_text(params: Any) -> str:
@@ -565,14 +572,18 @@ def standing(main: pd.DataFrame, alerts: pd.DataFrame) -> pd.DataFrame:
     Every imported unit is a rate or a speedup (bigger is better), so a ratio of values is a speed ratio.
     """
     ok = main[(main["status"] == "ok") & (main["value"] > 0)].sort_values("job_time", kind="stable")
-    rows = []
-    for (machine, benchmark, params), series in ok.groupby(["machine", "benchmark", "params"], sort=False):
-        recent = series.tail(TREND_RUNS)
-        start = float(recent["value"].head(3).median())
-        rows.append({"op": series["source_op"].iloc[-1] or benchmark.split(".")[0], "arch": series["arch"].iloc[-1],
-                     "machine": machine, "benchmark": benchmark, "params": params, "case": case_text(params),
-                     "newest": series["job_time"].iloc[-1], "trend": float(recent["value"].iloc[-1]) / start})
-    cases = pd.DataFrame(rows, columns=["op", "arch", "machine", "benchmark", "params", "case", "newest", "trend"])
+    series_key = ["machine", "benchmark", "params"]
+    ok = ok.assign(series=ok.groupby(series_key, sort=False).ngroup())  # the series in order of first appearance
+    recent = ok.groupby("series", sort=False).tail(TREND_RUNS)
+    start = recent.groupby("series").head(3).groupby("series")["value"].median()
+    last = recent.groupby("series").tail(1).sort_values("series", kind="stable")
+    cases = pd.DataFrame({
+        "op": [o or b.split(".")[0] for o, b in zip(last["source_op"], last["benchmark"])],
+        "arch": last["arch"].to_numpy(), "machine": last["machine"].to_numpy(),
+        "benchmark": last["benchmark"].to_numpy(), "params": last["params"].to_numpy(),
+        "case": [case_text(p) for p in last["params"]], "newest": last["job_time"].to_numpy(),
+        "trend": last["value"].to_numpy(dtype=float) / start.reindex(last["series"]).to_numpy(dtype=float)},
+        columns=["op", "arch", "machine", "benchmark", "params", "case", "newest", "trend"])
     if cases.empty:
         return pd.DataFrame(columns=["op", "arch", "cases", "newest", "trend", "worst", "alerts"])
     open_alerts = {(m, b, json.dumps(json.loads(p), sort_keys=True)) for m, b, p in

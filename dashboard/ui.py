@@ -6,9 +6,6 @@ so a number on the screen can always be traced to the row that produced it.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -18,15 +15,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from dashboard import charts
 from dashboard.frames import FLYBENCH, case_text, imported
-from flybench import envvars
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress.report import literal_markdown
 
-_ALTAIR_GLOBALS = threading.Lock()
 MISSING = "—"
 """What a table cell with no value reads, instead of the "None" Streamlit's grid would write."""
-SVG_ROWS = 5000  # charts up to this many rows draw as SVG; bigger ones as canvas, which draws them faster
 FILL_COMMANDS = """\
 flybench run                 # measure on this machine through asv: results/flybench/<machine>/*.json
 flybench ingest --db {db}    # load asv's results files into DuckDB (idempotent; rerun after each run)
@@ -102,41 +97,15 @@ def _number_text(value: float, config: Any) -> str:
     return form % value if isinstance(form, str) and form.startswith("%") else str(value)
 
 
-def chart(figure: alt.TopLevelMixin, frame: pd.DataFrame, name: str, columns: list[str] | None = None,
+def chart(figure: alt.TopLevelMixin | charts.Spec, frame: pd.DataFrame, name: str, columns: list[str] | None = None,
           stretch: bool = True) -> None:
     """The chart (as wide as the page unless `stretch` is off), then the rows it was drawn from, folded away."""
-    spec = vega_spec(figure)
+    spec = charts.vega_spec(figure)
     if stretch and "facet" not in spec:  # Streamlit's default ("fit") takes a legend's height out of the plot's
         spec["autosize"] = {"type": "fit-x", "contains": "padding"}
     st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content", key=f"chart-{name}")
     with st.expander("Rows behind this chart"):
         table(frame, name, columns)
-
-
-def vega_spec(figure: alt.TopLevelMixin) -> dict[str, Any]:
-    """The chart as a Vega-Lite spec, its data frames kept as named datasets (Streamlit sends them as Arrow).
-
-    What `st.altair_chart` does, minus Altair's JSON-schema validation, which
-    costs a few hundred milliseconds per chart on every rerun and so decided
-    whether a page met its 1 s budget. The tests validate every chart instead
-    ($FLYBENCH_VALIDATE_CHARTS=1).
-    """
-    datasets: dict[str, Any] = {}
-
-    def named(data: Any) -> dict[str, str]:
-        key = f"data-{id(data)}"
-        datasets[key] = data
-        return {"name": key}
-
-    with _ALTAIR_GLOBALS:  # data transformers and themes are process-wide; sessions run in threads
-        alt.data_transformers.register("flybench-named", named)
-        theme = alt.theme.enable("none") if alt.theme.active == "default" else contextlib.nullcontext()
-        with alt.data_transformers.enable("flybench-named"), theme:
-            spec = figure.to_dict(validate=os.environ.get(envvars.VALIDATE_CHARTS) == "1")
-    spec["datasets"] = {**spec.get("datasets", {}), **datasets}
-    if sum(len(d) for d in datasets.values() if hasattr(d, "__len__")) <= SVG_ROWS:
-        spec["usermeta"] = {"embedOptions": {"renderer": "svg"}}  # readable to screen readers and to the tests
-    return spec
 
 
 def roof_statement(points: pd.DataFrame) -> str:

@@ -1,6 +1,17 @@
 """How fast the dashboard's pages render in a real browser on a million-row database (a load test; synthetic data).
 
     python -m studies.dashboard_speed [--db /tmp/load.duckdb] [--commits 1000] [--machines 10] [--page History]
+    python -m studies.dashboard_speed --cpu --real --db /tmp/real.duckdb   # server CPU per render, real data
+
+`--cpu` reports what does not depend on how loaded the machine is: the
+server's own CPU seconds (user + system of the streamlit process, every
+thread) per render, warm: each page is opened once to fill the query cache,
+then opened again in a new session (its "first render" as a second visitor
+sees it) and its sidebar's "Imported runs" choice changed (a widget change).
+`--real` builds the database, when it does not exist, from what a fresh
+clone holds: `flybench ingest` of the committed results and `flybench import
+flydsl-ci` of FlyDSL's CI month (`--flydsl-ci FILE`); its imported rows are
+FlyDSL's measurements, not flybench's.
 
 Builds (unless it exists) a database of 10 machines x 1,000 commits x 100
 series = 1,000,000 result rows, stores its regressions as `flybench ingest`
@@ -20,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -40,8 +52,9 @@ METRICS = {"track_time": "seconds", "track_tflops": "TFLOP/s", "track_gbps": "GB
            "track_roofline": "fraction of roofline", "track_error": "relative error"}
 CASES = [f"case{i}" for i in range(5)]
 PROVIDERS = ("flydsl", "ck")
-PAGES = {"Overview": "overview", "History": "history", "Compare": "compare", "Regressions": "regressions",
-         "Kernel resources": "resources", "Roofline": "roofline"}
+PAGES = {"Overview": "overview", "History": "history", "Compare": "compare", "Pull request": "pull_request",
+         "Regressions": "regressions", "Kernel resources": "resources", "Roofline": "roofline",
+         "Model lane": "model"}
 WIDGETS = {"History": ("Logarithmic value axis",), "Compare": ("two machines", "two commits")}
 """What each page's changes click in turn (a toggle, or a radio's options alternately, so every click changes the
 value); the other pages pick one more Machine in the sidebar."""
@@ -141,6 +154,85 @@ def time_pages(db: Path, changes: int = 3, only: list[str] | None = None,
     return figures
 
 
+def cpu_per_render(db: Path, changes: int = 4, only: list[str] | None = None,
+                   timeout_s: float = 300.0) -> dict[str, dict[str, Any]]:
+    """Server CPU seconds per page: a warm first render (a new session, the queries cached by an earlier visit)
+    and the median and worst of `changes` changes of the sidebar's imported-runs choice."""
+    from tests.browser.harness import browser, chromium, load, server
+
+    executable = chromium()
+    if executable is None:
+        raise SystemExit("chromium is not installed: apt-get install -y chromium")
+    figures: dict[str, dict[str, Any]] = {}
+    with server(db.resolve()) as (url, process), browser(executable) as page:
+        def cpu() -> float:
+            return _cpu_seconds(process.pid)
+
+        for title in only or PAGES:
+            name = PAGES[title]
+            timeout_ms = int(timeout_s * 1000)
+            load(page, url, name, charts=0, timeout_ms=timeout_ms)  # cold: fills the cache
+            before = cpu()
+            load(page, url, name, charts=0, timeout_ms=timeout_ms)  # a new session: the warm first render
+            first = cpu() - before
+            runs = []
+            radio = page.locator("[data-testid=stSidebar] [data-testid=stRadio]").filter(has_text="Imported runs")
+            shown = title not in NO_RUNS_CONTROL
+            if shown:
+                try:  # the sidebar can be drawn after the script ends: wait for the control, not for a time
+                    radio.first.wait_for(timeout=CONTROL_WAIT_S * 1000)
+                except Exception:  # a store without imported pull-request runs offers no choice
+                    shown = False
+            for index in range(changes if shown else 0):
+                page.evaluate(_WATCH)
+                before = cpu()
+                radio.first.get_by_text(RUN_CHOICES[index % len(RUN_CHOICES)], exact=True).click()
+                if _rerun_done(page, timeout_s):
+                    runs.append(cpu() - before)
+            figures[title] = {"first": first, "change": statistics.median(runs) if runs else None,
+                              "worst_change": max(runs, default=None)}
+            print(f"{title:18s} server CPU: first render {first:5.2f} s   imported-runs change: "
+                  + (f"median {statistics.median(runs):5.2f} s, worst {max(runs):5.2f} s" if runs else "no such control"),
+                  flush=True)
+    return figures
+
+
+RUN_CHOICES = ("all", "pull requests", "main only")
+NO_RUNS_CONTROL = {"Pull request", "Model lane"}
+"""Pages that show no imported-runs choice (a pull request's runs are the page; the model lane has no imports)."""
+CONTROL_WAIT_S = 15
+"""The sidebar's imported-runs options, clicked in turn so each click changes the choice."""
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rerun_done(page: Any, timeout_s: float) -> bool:
+    """Wait until the rerun a click started is over and its charts are drawn; False if it started none."""
+    try:
+        page.wait_for_function("() => window.__flybenchRan", timeout=NO_RERUN_S * 1000)
+    except Exception:
+        print(f"a change started no rerun within {NO_RERUN_S} s; not counted", flush=True)
+        return False
+    page.wait_for_function("() => document.querySelector('[data-testid=stApp]')"
+                           ".getAttribute('data-test-script-state') !== 'running'", timeout=timeout_s * 1000)
+    embeds = page.locator(".vega-embed")
+    for index in range(embeds.count()):
+        embeds.nth(index).locator("svg, canvas").first.wait_for(timeout=timeout_s * 1000)
+    return True
+
+
+def build_real(db: Path, flydsl_ci: Path, flydsl_repo: Path | None) -> None:
+    """What a fresh clone holds, as a new user loads it: the committed results, then FlyDSL's CI month imported."""
+    flybench = [sys.executable, "-m", "flybench"]
+    subprocess.run([*flybench, "ingest", "--db", str(db)], check=True)
+    subprocess.run([*flybench, "import", "flydsl-ci", str(flydsl_ci), "--db", str(db),
+                    *(["--flydsl-repo", str(flydsl_repo)] if flydsl_repo else [])], check=True)
+
+
 def _change(page: Any, title: str, timeout_s: float, index: int = 0) -> float | None:
     """Make the page's `index`-th change; seconds until Streamlit's rerun is done and its charts are drawn again."""
     page.evaluate(_WATCH)
@@ -157,16 +249,8 @@ def _change(page: Any, title: str, timeout_s: float, index: int = 0) -> float | 
         page.keyboard.press("ArrowDown")
         page.keyboard.press("Enter")  # adds the highlighted machine: a new filter, so a rerun
         page.keyboard.press("Escape")
-    try:
-        page.wait_for_function("() => window.__flybenchRan", timeout=NO_RERUN_S * 1000)
-    except Exception:  # the click changed nothing: no figure, rather than the time of a wait
-        print(f"{title}: change {index + 1} started no rerun within {NO_RERUN_S} s; not counted", flush=True)
+    if not _rerun_done(page, timeout_s):
         return None
-    page.wait_for_function("() => document.querySelector('[data-testid=stApp]')"
-                           ".getAttribute('data-test-script-state') !== 'running'", timeout=timeout_s * 1000)
-    embeds = page.locator(".vega-embed")
-    for index in range(embeds.count()):
-        embeds.nth(index).locator("svg, canvas").first.wait_for(timeout=timeout_s * 1000)
     return time.perf_counter() - start
 
 
@@ -194,17 +278,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--busy-cores", type=int, default=0,
                         help="keep this many cores busy with spinning processes while the pages are timed (a loaded "
                              "CI runner, not an idle machine)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="report the server's CPU seconds per warm render instead of the browser's wall time")
+    parser.add_argument("--real", action="store_true",
+                        help="build a missing --db from the committed results and FlyDSL's CI month, not synthetic rows")
+    parser.add_argument("--flydsl-ci", type=Path,
+                        default=Path("../shared/data/flydsl-ci-history-2026-06-11_2026-07-12.json.gz"),
+                        help="FlyDSL's CI history for --real")
+    parser.add_argument("--flydsl-repo", type=Path, help="a clone of FlyDSL, to order the imported commits (--real)")
     args = parser.parse_args(argv)
-    if not args.db.exists():
+    if args.real and not args.db.exists():
+        build_real(args.db, args.flydsl_ci, args.flydsl_repo)
+    elif not args.db.exists():
         start = time.perf_counter()
         rows = build(args.db, args.machines, args.commits)
         print(f"built {args.db}: {rows:,} result rows in {time.perf_counter() - start:.1f} s", flush=True)
     start = time.perf_counter()  # what `flybench ingest` ends with: the steps stored for the pages to read
     print(f"{stored.summary(stored.refresh(args.db))} ({time.perf_counter() - start:.1f} s)", flush=True)
+    load_before = os.getloadavg()
     with busy(args.busy_cores):
-        figures = time_pages(args.db, args.changes, args.page, args.timeout)
+        timer = cpu_per_render if args.cpu else time_pages
+        figures = timer(args.db, args.changes, args.page, args.timeout)
+    load_after = os.getloadavg()
+    print(f"load average (1, 5, 15 min): before {', '.join(f'{v:.2f}' for v in load_before)}; "
+          f"after {', '.join(f'{v:.2f}' for v in load_after)}", flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"db": str(args.db), "busy_cores": args.busy_cores, "pages": figures},
+        args.json.write_text(json.dumps({"db": str(args.db), "busy_cores": args.busy_cores,
+                                         "measure": "server CPU s" if args.cpu else "browser wall s",
+                                         "load_before": load_before, "load_after": load_after, "pages": figures},
                                         indent=2))
     return 0
 

@@ -11,7 +11,7 @@ from test_dashboard_db import DashboardDB, dash_db  # noqa: F401  (fixtures)
 from test_dashboard_pages import db, open_page  # noqa: F401  (fixtures)
 
 from dashboard import charts
-from dashboard.ui import vega_spec
+from dashboard.charts import vega_spec
 
 
 def dated(n: int) -> pd.DataFrame:

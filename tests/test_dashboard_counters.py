@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from dashboard import counters
-from dashboard.ui import vega_spec
+from dashboard.charts import vega_spec
 from flybench.store import ingest, queries
 
 from test_dashboard_db import ci_store, dash_db  # noqa: F401  (fixtures)

@@ -44,9 +44,7 @@ def main() -> None:
     names = {str(int(pr)): f"#{int(pr)} ({r.pushes} push{'es' if r.pushes > 1 else ''}, last {r.last:%Y-%m-%d})"
              for pr, r in prs.iterrows()}
     pr = filters.pick_one("Pull request", "pr", list(names), format_func=names.get, sidebar=False)
-    mine = rows[rows["pr"] == int(pr)]
-    main_rows = data.load("imported_runs", context="main")
-    cases = frames.pull_request_cases(mine, main_rows, load_config())
+    cases = data.load("pull_request_cases", pr=int(pr), config=load_config())
     pushes = push_table(cases)
     hashes = list(pushes["commit_hash"])
     labels = dict(zip(hashes, pushes["push"]))

@@ -34,7 +34,6 @@ def main() -> None:
                 "(VGPRs, LDS, spills... per kernel and architecture, no GPU needed), ingested like any other "
                 "results with `flybench ingest`.")
         return
-    rows = rows.assign(kernel_name=kernel_names(rows))
     allowed = filters.scope(rows, ("subject", "arch", "machine"))
     kernels = allowed.groupby("kernel_name")["arch"].nunique().sort_values(ascending=False, kind="stable")
     kernel = filters.pick_one("Kernel", "kernel", list(kernels.index), sidebar=False)
@@ -59,12 +58,6 @@ def main() -> None:
     ui.chart(charts.resource_lines(shown), shown, "resources-history", COLUMNS, stretch=False)
     changes(shown)
     durations(facets, kernel)
-
-
-def kernel_names(rows: pd.DataFrame) -> pd.Series:
-    """Each row's kernel as engineers name it (`frames.kernel_name`); the benchmark id stays in `origin`."""
-    return pd.Series([frames.kernel_name(k, p) for k, p in zip(rows["kernel"], rows["params"])], index=rows.index,
-                     dtype=object)
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:
