@@ -11,7 +11,7 @@ from flybench.errors import FlybenchError
 from flybench.regress import accepted, scan, stored
 from flybench.regress.history import PERSIST
 from flybench.regress.counters import counter_changes
-from flybench.regress.report import exit_code, write
+from flybench.regress.report import exit_code, link_address, write
 from flybench.store import queries
 
 
@@ -44,6 +44,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
+    dashboard = None if args.dashboard_url is None else link_address(args.dashboard_url, "--dashboard-url")
     names = sorted(set(check_scope(args.db, args.machine, args.subject)["name"]))
     if args.benchmark is not None and not any(fnmatchcase(name, args.benchmark) for name in names):
         raise FlybenchError(_no_match(args.benchmark, names))
@@ -59,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
               "can be reported yet, and none is ruled out.")
         if args.format == "terminal" and not args.output:
             return 0
-    write(found, args.format, args.output, dashboard=args.dashboard_url)
+    write(found, args.format, args.output, dashboard=dashboard)
     return exit_code(found)
 
 

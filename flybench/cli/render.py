@@ -37,24 +37,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
+    links = [_link(text) for text in args.link]
+    full = args.full_report_url
+    if full is not None and full.startswith(("http://", "https://")):  # else the report's name, shown as code
+        full = report.link_address(full, "--full-report-url")
     try:
         comparison = report.from_json(args.report.read_text(encoding="utf-8"))
     except OSError as exc:
         raise FlybenchError(f"cannot read {args.report}: {exc.strerror or exc}") from exc
-    links = [_link(text) for text in args.link]
-    report.write(comparison, args.format, args.output, limit=args.limit, full_report=args.full_report_url,
+    report.write(comparison, args.format, args.output, limit=args.limit, full_report=full,
                  marker=report.comment_marker(args.comment_name), links=links)
     return 0
 
 
 def _link(text: str) -> tuple[str, str]:
-    """`--link TEXT=URL` as (text, url); the URL must be http(s)."""
+    """`--link TEXT=URL` as (text, url); the URL must be an http(s) address a link can hold (report.link_address)."""
     label, found, rest = text.partition("=http")  # a URL's own query may hold "=" too
     url = "http" + rest
     if not (label and found and url.startswith(("http://", "https://"))):
         raise FlybenchError(f"--link {text!r} is not TEXT=URL with an http(s) URL: write e.g. "
                             "--link 'ISA diffs=https://github.com/o/r/actions/runs/1/artifacts/2'")
-    return label, url
+    return label, report.link_address(url, "--link")
 
 
 MIN_LIMIT = 2_000

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from asv.util import human_value
 from rich.console import Group, RenderableType
@@ -102,8 +102,28 @@ def exit_code(outcome: Outcome) -> int:
 
 
 URL_SAFE = ":/?#[]@!$&'*+,;=%~"
-"""Characters a link's URL keeps as they are; the rest (spaces, parentheses) are percent-encoded so the
-markdown link cannot end early."""
+"""Characters a link's URL keeps as they are; the rest (spaces, parentheses, quotes, angle brackets, backslashes,
+non-ASCII) are percent-encoded so the markdown link cannot end early or become another."""
+
+
+def link_address(url: str, flag: str) -> str:
+    """`url`, given with `flag`, ready to go between a markdown link's parentheses; an error when it cannot be one.
+
+    An address from a flag goes into every link of a report others read (the nightly's issue, a pull request's
+    comment): `--dashboard-url 'https://x/) [Sign in](https://evil'` ended each link and added one of its own,
+    and `javascript:...` was taken. So only an http(s) address with a host is taken, one holding a line break
+    or another control character is refused (no address holds one; in markdown it ends the line), and blanks,
+    parentheses and the rest of what markdown could read are percent-encoded (URL_SAFE): the link stays one
+    link, to the host given."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise FlybenchError(f"{flag} {url!r} is not an http(s) address: give one such as "
+                            "https://dashboard.example.org/flybench")
+    odd = sorted({c for c in url if not c.isprintable()})
+    if odd:
+        raise FlybenchError(f"{flag} {url!r} holds {', '.join(map(repr, odd))}, which no address holds (it would "
+                            "end the line of the link): give the address on one line, without control characters")
+    return quote(url, safe=URL_SAFE)
 
 
 def markdown(outcome: Outcome, *, limit: int = MARKDOWN_LIMIT, full_report: str | None = None,
@@ -570,8 +590,8 @@ def _pointer(full_report: str | None, verb: str) -> str:
     if not full_report:
         return f"the full JSON report (`flybench {verb} --format json`; CI keeps it with the run's artifacts)"
     if full_report.startswith(("http://", "https://")):
-        return f"[the full JSON report]({full_report})"
-    return f"the full JSON report, `{full_report}`"
+        return f"[the full JSON report]({quote(full_report, safe=URL_SAFE)})"
+    return f"the full JSON report, {code_span(' '.join(full_report.split()))}"
 
 
 def _size(text: str) -> int:
@@ -757,9 +777,10 @@ def literal_markdown(text: str) -> str:
     Escaping markdown's characters is not enough: GitHub and Streamlit also make a live link of a bare URL, a
     `www.` name or an e-mail address, and Streamlit renders `$...$` as math. So `$` and `&` are escaped too, and
     a zero-width space goes where such a link would begin (`https:` // `...`, `www` . `...`, before `@`): the
-    text reads the same and links nowhere.
+    text reads the same and links nowhere. Its line breaks become spaces: `x\n- a\n- b` from an address was a
+    list inside a page's warning box (a line of its own can begin a list, a quote or a heading).
     """
-    escaped = re.sub(r"([\\`*\[\]<>!#|~$&])", r"\\\1", text)
+    escaped = re.sub(r"([\\`*\[\]<>!#|~$&])", r"\\\1", " ".join(text.splitlines()))
     escaped = re.sub(r"(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])", r"\\_", escaped)  # flash_attn: no emphasis inside a word
     return _AUTOLINK.sub("\u200b", escaped)
 
