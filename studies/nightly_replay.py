@@ -41,7 +41,7 @@ from flybench.importers.flydsl_ci.store import import_file
 from flybench.regress import stored
 from flybench.regress.alerts import OPEN, RECOVERED, canonical
 from flybench.regress.episodes import ENVIRONMENT
-from flybench.store import connect
+from flybench.store import connect, machine_code
 from studies.flydsl_ci.data import load
 from studies.flydsl_ci.detectors import measured_order
 from studies.flydsl_ci.labels import scored
@@ -79,8 +79,13 @@ def state(db: Path) -> dict:
                                    for r in report if r.kind == ENVIRONMENT})}
 
 
-def ingest(source: Path, db: Path, repo: Path) -> dict:
+def ingest(source: Path, db: Path, repo: Path, code_tree: Path | None = None) -> dict:
+    """One night: the history so far imported with the clone, then, as the nightly's `flybench ingest` of the
+    FlyDSL results tree does, the machine code of its commits (`<tree>/machine-code.jsonl`), then the scan."""
     import_file(source, db, SUBJECT, flydsl_repo=repo)
+    if code_tree is not None:
+        with connect(db) as conn:
+            machine_code.store(conn, SUBJECT, machine_code.read(code_tree)[0])
     stored.refresh(db)
     return state(db)
 
@@ -91,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flydsl-repo", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--labels", type=Path, help="labels.json (studies/flydsl_ci/labels.py): score the alerts")
+    parser.add_argument("--machine-code", type=Path, metavar="TREE",
+                        help="a results tree whose machine-code.jsonl each night ingests (results/flydsl)")
     parser.add_argument("--keep-store", type=Path, help="keep the final night-by-night store here (replaced)")
     args = parser.parse_args(argv)
     with gzip.open(args.history, "rt") as f:
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         before: dict[Step, str] = {}
         for number, (run, end) in enumerate(nights(records), start=1):
             part.write_text(json.dumps({**document, "records": [r for r in records if r["ts"] <= end]}))
-            night = ingest(part, db, args.flydsl_repo)
+            night = ingest(part, db, args.flydsl_repo, args.machine_code)
             now = {a[:4]: a[4] for a in night["alerts"]}
             rows.append({"row": "night", "night": number, "run": run, "end": end,
                          "open": sum(s == OPEN for s in now.values()),
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             args.keep_store.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(db, args.keep_store)
         nightly_seconds = time.monotonic() - began
-        one_go = ingest(args.history, Path(work) / "one-go.duckdb", args.flydsl_repo)
+        one_go = ingest(args.history, Path(work) / "one-go.duckdb", args.flydsl_repo, args.machine_code)
         print(f"one go: {len(one_go['alerts'])} alerts on main ({time.monotonic() - began:.0f} s)", flush=True)
     last = {"alerts": [tuple(a) for a in rows[-1]["alerts"]], "environment": night["environment"]} if rows else \
         {"alerts": [], "environment": []}

@@ -262,6 +262,39 @@ def test_a_clone_orders_commits_and_tells_main_from_branches(tmp_path: Path) -> 
     assert dump(db) == before
 
 
+def test_a_shallow_clone_or_one_of_another_repository_moves_nothing_off_main_and_says_so(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Main runs the clone does not know stay main runs (unattributed), the import's summary names the clone's
+    fault, and the regressions report heads with it, where it used to say "0 regressions" with exit 0."""
+    repo = tmp_path / "FlyDSL"
+    hashes = _repo(repo)
+    base = records()[0]
+    items = [{**base, "commit": hashes[name], "ts": ts, "run_id": i, "pr": None}
+             for i, (name, ts) in enumerate([("m1", "2026-07-01T02:00:00Z"), ("m2", "2026-07-01T03:00:00Z")])]
+    path = write(tmp_path / "h.json", items)
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow)], check=True)
+    report = import_file(path, tmp_path / "shallow.duckdb", flydsl_repo=shallow)
+    assert any("is a shallow clone: 1 of the 2 commits FlyDSL's CI ran as main are beyond its depth" in line
+               for line in report.summary().splitlines())
+    assert set(queries.history(tmp_path / "shallow.duckdb")["run_context"]) == {"main"}
+
+    other = tmp_path / "other"
+    other.mkdir()
+    subprocess.run(["git", "-C", str(other), "init", "-q", "-b", "main"], check=True)
+    subprocess.run(["git", "-C", str(other), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "x"], check=True)
+    db = tmp_path / "other.duckdb"
+    report = import_file(path, db, flydsl_repo=other)
+    assert f"clone: {other} holds none of the history's 2 main commits: it is a clone of another repository" \
+        in report.summary()
+    assert set(queries.history(db)["run_context"]) == {"main"}
+    capsys.readouterr()
+    assert cli(["regressions", "--db", str(db), "--subject", "flydsl", "--format", "markdown"]) == 0
+    assert "\n> **Warning:** flydsl: no code attribution: its 2 main commits were imported without a clone that " \
+           "holds them" in capsys.readouterr().out
+
+
 def _repo(root: Path) -> dict[str, str]:
     def git(*args: str, date: str = "2026-06-30T00:00:00+00:00") -> str:
         env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_AUTHOR_NAME": "t",

@@ -60,7 +60,8 @@ def main(args: argparse.Namespace) -> int:
               "can be reported yet, and none is ruled out.")
         if args.format == "terminal" and not args.output:
             return 0
-    write(found, args.format, args.output, dashboard=dashboard)
+    write(found, args.format, args.output, dashboard=dashboard,
+          warnings=stored.attribution_warnings(args.db, args.machine, args.subject))
     return exit_code(found)
 
 

@@ -49,12 +49,19 @@ class Clone:
     commits: dict[str, CommitInfo]
     main_tip: datetime
     asked: frozenset[str]
+    shallow: bool = False
+
+    @property
+    def trusted(self) -> bool:
+        """Whether a commit the clone lacks says anything: not in a shallow clone (its history is cut), nor in one
+        that holds none of the commits asked about (a clone of another repository)."""
+        return not self.shallow and bool(self.commits)
 
     def on_main(self, commit: str, seen: datetime) -> bool | None:
         info = self.commits.get(commit)
         if info is not None:
             return info.on_main
-        return False if seen < self.main_tip else None
+        return False if seen < self.main_tip and self.trusted else None
 
 
 def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = None) -> Clone:
@@ -71,14 +78,15 @@ def read_clone(repo: str | Path, commits: Iterable[str], main_ref: str | None = 
     main_tip = datetime.fromisoformat(tip).astimezone(timezone.utc).replace(tzinfo=None)
     wanted = sorted({c.lower() for c in commits})
     known = _existing(root, wanted) if wanted else {}
+    shallow = _git(root, "rev-parse", "--is-shallow-repository").strip() == "true"
     if not known:
-        return Clone({}, main_tip, frozenset(wanted))
+        return Clone({}, main_tip, frozenset(wanted), shallow)
     log = _git(root, "log", "--no-walk=unsorted", "--stdin", "--format=%H%x00%cI%x00%s",
                stdin="\n".join(known.values()) + "\n")
     by_full = {info.hash: info for info in (_info(line, order) for line in log.splitlines())}
     by_full = _keep_main_order(by_full)
     found = {asked: by_full[full] for asked, full in known.items() if full in by_full}
-    return Clone({**found, **{info.hash: info for info in found.values()}}, main_tip, frozenset(wanted))
+    return Clone({**found, **{info.hash: info for info in found.values()}}, main_tip, frozenset(wanted), shallow)
 
 
 def main_history(repo: str | Path, main_ref: str | None = None) -> list[CommitInfo]:

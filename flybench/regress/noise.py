@@ -50,10 +50,11 @@ def of_history(absolute: float, level: float) -> Noise:
     return Noise(absolute / level, "history")
 
 
-def histories(db_path: str | Path, machine: str, subject: str | None) -> dict[tuple[str, str, str], list[Point]]:
+def histories(db_path: str | Path, machine: str, subject: str | None,
+              only: list[tuple[str, str, str]] | None = None) -> dict[tuple[str, str, str], list[Point]]:
     """Every series' values over the machine's stored history, oldest commit first, keyed by (environment,
-    benchmark, params as stored): the points `from_history` takes."""
-    frame = queries.series_values(db_path, machine, subject)
+    benchmark, params as stored): the points `from_history` takes. `only`: just these series."""
+    frame = queries.series_values(db_path, machine, subject, only)
     values = frame["value"].where(frame["status"] == "ok").tolist()  # NULL and a failed row's value: NaN
     series: dict[tuple[str, str, str], list[Point]] = {}
     for env, name, params, commit, value in zip(frame["env_name"], frame["benchmark"], frame["params"],

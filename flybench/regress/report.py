@@ -188,19 +188,22 @@ def from_json(text: str) -> Comparison:
 
 def write(outcome: Outcome, fmt: str, output: Path | None = None, *, limit: int = MARKDOWN_LIMIT,
           full_report: str | None = None, marker: str = COMMENT_MARKER, dashboard: str | None = None,
-          links: Sequence[tuple[str, str]] = (), width: int | None = None) -> None:
+          links: Sequence[tuple[str, str]] = (), width: int | None = None, warnings: Sequence[str] = ()) -> None:
     """Render in one of FORMATS to `output` (a file, e.g. the PR comment CI posts) or stdout; a terminal report
-    no wider than `width` columns where given.
+    no wider than `width` columns where given; `warnings` (what the report cannot vouch for) head the terminal and
+    markdown reports.
 
     A comparison's markdown starts with `marker`, by which the pull-request workflow finds its comment.
     """
     text = None  # markdown is rendered before the file opens: a limit it cannot keep leaves no file behind
     if fmt == "markdown":
-        text = markdown(outcome, limit=limit, full_report=full_report, marker=marker, dashboard=dashboard,
-                        links=links) + "\n"
+        text = "".join(f"> **Warning:** {literal_markdown(w)}\n\n" for w in warnings) + markdown(
+            outcome, limit=limit, full_report=full_report, marker=marker, dashboard=dashboard, links=links) + "\n"
     try:
         with output.open("w", encoding="utf-8") if output else contextlib.nullcontext(sys.stdout) as stream:
             if fmt == "terminal":
+                for warning in warnings:
+                    stream.write(f"warning: {warning}\n")
                 print_rich(terminal(outcome), stream, most=width)
             else:
                 stream.write(text if text is not None else to_json(outcome) + "\n")

@@ -52,11 +52,12 @@ all: it is the compiling machine's noise.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
@@ -64,6 +65,9 @@ from typing import NamedTuple
 import pandas as pd
 
 from flybench.benchmark_names import is_compile_duration, workload_of
+from scipy.stats import chi2
+
+from flybench.compile.affected import flydsl_shared
 from flybench.regress import alerts, episodes
 from flybench.regress.config import RegressConfig, Thresholds
 from flybench.regress.history import PERSIST, Point, Regression, Step, deterministic_regressions, resolution
@@ -88,38 +92,89 @@ VISITS = 2
 DIGITS = 3
 """A step must exceed this many halves of the last printed digit: values printed to one decimal, such as
 FlyDSL's 1.6 TFLOPS, move by one unit of the digit between runs of the same code."""
+YOUNG = 10
+"""Runs of a series up to which its own scatter is not trusted alone (`Replay._typical`)."""
+KEPT = LEVEL + AFTER + MODE_RUNS + SCATTER_RUNS
+"""Runs of a series a stored replay keeps (besides those of its open alerts): more than any judgement reads."""
 MAD_TO_SIGMA = 1.4826
+CONFIDENCE = 0.8
+"""How sure the scatter a step must beat is not an underestimate (`_few_runs`)."""
 
 SeriesKey = tuple[str, str, str]
 """(environment, benchmark, canonical params JSON): one series of a machine."""
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the commits between two measured runs say about a series' step."""
+class Verdict(NamedTuple):
+    """What the commits between two measured runs say about a series' step.
 
-    kind: str  # "code", "untouched" or "unknown"
+    `kind` is "code", "untouched" or "unknown"; `basis` the evidence it rests on: "machine code" (the series'
+    kernels compiled at both ends), "files" (which files the range changed, the compiler's counted as code) or
+    "none" (the store has no commits for the range)."""
+
+    kind: str
     evidence: str
+    basis: str = "files"
+
+
+MACHINE_CODE, FILES, NO_ATTRIBUTION = "machine code", "files", "none"
+COMPILER = "compiler"
+"""The kind of a range that changed the compiler and nothing else the series runs, where no machine code says
+what the compiler emitted: an alert, but one the series' modes and its job's shift can still explain (a compiler
+change reaches every kernel on paper, and FlyDSL merges one most days)."""
 
 
 class Attribution:
-    """The subject's code attribution and paired runs as the store holds them (`queries.code_changes` etc.)."""
+    """The subject's code attribution as the store holds it: main's commits and the files each changed
+    (`queries.code_changes`), the commits that changed what each series runs (`code_touches`), each pull
+    request's same-job A/B (`paired_changes`), and the machine code of the series' kernels at measured commits
+    (`machine_code`, `series_kernels`)."""
 
-    def __init__(self, changes: pd.DataFrame, touches: pd.DataFrame, paired: pd.DataFrame) -> None:
+    def __init__(self, changes: pd.DataFrame, touches: pd.DataFrame, paired: pd.DataFrame,
+                 machine_code: pd.DataFrame | None = None, series_kernels: pd.DataFrame | None = None) -> None:
         self._order = list(changes["hash"])
         self._position = {h: i for i, h in enumerate(self._order)}
         self._pr = {h: (None if pd.isna(pr) else int(pr)) for h, pr in zip(changes["hash"], changes["merged_pr"])}
+        files = changes["files"] if "files" in changes else [()] * len(changes)
+        self._compiler = {h: sorted(f for f in fs if flydsl_shared(f)) for h, fs in zip(changes["hash"], files)
+                          if any(flydsl_shared(f) for f in fs)}
         self._touches: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)
-        for benchmark, params, commit, files in zip(touches["benchmark"], touches["params"], touches["hash"],
-                                                    touches["files"]):
-            self._touches[benchmark, alerts.canonical(params)][commit] = list(files)
+        for benchmark, params, commit, changed in zip(touches["benchmark"], touches["params"], touches["hash"],
+                                                      touches["files"]):
+            self._touches[benchmark, alerts.canonical(params)][commit] = list(changed)
         self._paired = {(b, alerts.canonical(p), int(pr)): d for b, p, pr, d in
                         zip(paired["benchmark"], paired["params"], paired["pr"], paired["delta_pct"])}
+        self._code: dict[tuple[str, str], dict[str, tuple[str, str | None, str]]] = defaultdict(dict)
+        if machine_code is not None:
+            for commit, kernel, arch, code, status, detail in zip(
+                    machine_code["hash"], machine_code["kernel"], machine_code["arch"], machine_code["code_hash"],
+                    machine_code["status"], machine_code["detail"]):
+                self._code[kernel, arch][commit] = (status, None if pd.isna(code) else code, detail)
+        self._kernels: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+        if series_kernels is not None:
+            for benchmark, params, kernel, arch in zip(series_kernels["benchmark"], series_kernels["params"],
+                                                       series_kernels["kernel"], series_kernels["arch"]):
+                self._kernels[benchmark, alerts.canonical(params)].append((kernel, arch))
+        self._kinds: dict[tuple[str, str, str, str], str] = {}
 
     @classmethod
     def stored(cls, db_path: str | Path, subject: str, machine: str) -> Attribution:
         return cls(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
-                   queries.paired_changes(db_path, subject, machine))
+                   queries.paired_changes(db_path, subject, machine), queries.machine_code(db_path, subject),
+                   queries.series_kernels(db_path, subject))
+
+    def digest(self, judged: list[str]) -> str:
+        """What the attribution says of ranges among the commits `judged` (main's commits up to the newest of them
+        the store knows, the files, touches and pull requests of those, the machine code at `judged`, the series'
+        kernels): a replay resumed after `judged` is the whole replay only if this is unchanged."""
+        known = [self._position[c] for c in judged if c in self._position]
+        span = self._order[:max(known) + 1] if known else []
+        inside, measured = set(span), set(judged)
+        facts = (span, [self._pr.get(c) for c in span], sorted((c, f) for c, f in self._compiler.items() if c in inside),
+                 sorted((k, sorted((c, f) for c, f in t.items() if c in inside)) for k, t in self._touches.items()),
+                 sorted((k, sorted((c, e) for c, e in v.items() if c in measured)) for k, v in self._code.items()),
+                 sorted((k, sorted(v)) for k, v in self._kernels.items()),
+                 sorted((k, d) for k, d in self._paired.items() if k[2] in {self._pr.get(c) for c in span}))
+        return hashlib.sha256(repr(facts).encode()).hexdigest()[:16]
 
     def commits(self, last_good: str, first_bad: str) -> list[str] | None:
         """Main's commits after `last_good` up to `first_bad`; None when the store does not know both."""
@@ -127,23 +182,71 @@ class Attribution:
             return None
         return self._order[self._position[last_good] + 1:self._position[first_bad] + 1]
 
-    def touched(self, benchmark: str, params: str, commit: str) -> bool:
-        return commit in self._touches.get((benchmark, params), {})
+    def kind(self, benchmark: str, params: str, last_good: str, through: str) -> str:
+        """`judge`'s kind alone, remembered: the job's shift asks it of every series at every commit."""
+        key = (benchmark, params, last_good, through)
+        if key not in self._kinds:
+            self._kinds[key] = self._verdict(benchmark, params, last_good, through, None)[0]
+        return self._kinds[key]
 
-    def judge(self, benchmark: str, params: str, last_good: str, first_bad: str, thresholds: Thresholds) -> Verdict:
-        """Code, untouched or unknown, with the evidence in words (module docstring)."""
-        between = self.commits(last_good, first_bad)
+    def judge(self, benchmark: str, params: str, last_good: str, through: str, thresholds: Thresholds) -> Verdict:
+        """Code, untouched or unknown over the range after `last_good` up to `through`, with the evidence in words
+        (module docstring)."""
+        kind, basis, text = self._verdict(benchmark, params, last_good, through, thresholds)
+        return Verdict(kind, text, basis)
+
+    def _verdict(self, benchmark: str, params: str, last_good: str, through: str,
+                 thresholds: Thresholds | None) -> tuple[str, str, str]:
+        between = self.commits(last_good, through)
         if between is None:
-            return Verdict("unknown", "no code attribution: the range's commits are not in the store")
+            return "unknown", NO_ATTRIBUTION, "no code attribution: the range's commits are not in the store"
         touches = self._touches.get((benchmark, params), {})
-        hit = [c for c in between if c in touches]
-        paired = self._worse_in_pair(benchmark, params, between, thresholds)
+        own = [c for c in between if c in touches]
+        paired = self._worse_in_pair(benchmark, params, between, thresholds) if thresholds is not None else []
+        machine = self._machine(benchmark, params, last_good, through)
+        if isinstance(machine, list):
+            harness = sorted({f for c in own for f in touches[c] if not _compiled(f)})
+            culprits = self._names([c for c in between if c in touches or c in self._compiler])
+            if machine:
+                text = (f"code (machine code): the machine code of {_some(machine, 3)} changed between "
+                        f"{last_good[:8]} and {through[:8]}" + (f" ({culprits})" if culprits else ""))
+                return "code", MACHINE_CODE, "; ".join([text, *paired])
+            kernels = _some(sorted({k for k, _ in self._kernels[benchmark, params]}), 3)
+            if harness:
+                hit = [c for c in own if any(f in harness for f in touches[c])]
+                text = (f"code (machine code identical, files): {self._names(hit)} changed what the benchmark runs "
+                        f"({_some(harness, 3)}); the machine code of {kernels} is identical")
+                return "code", MACHINE_CODE, "; ".join([text, *paired])
+            text = (f"environment (machine code): the machine code of {kernels} is identical at {last_good[:8]} and "
+                    f"{through[:8]} over {len(between)} commit(s) ({self._names(between)})")
+            return "untouched", MACHINE_CODE, "; ".join([text, *paired])
+        hit = [c for c in between if c in touches or c in self._compiler]
         if hit:
-            files = sorted({f for c in hit for f in touches[c]})
-            text = f"code: {self._names(hit)} changed what it runs ({_some(files, 3)})"
-            return Verdict("code", "; ".join([text, *paired]))
-        return Verdict("untouched", "; ".join([f"environment: none of the {len(between)} commit(s) in the range "
-                                               f"({self._names(between)}) changed what it runs", *paired]))
+            files = sorted({f for c in hit for f in [*touches.get(c, ()), *self._compiler.get(c, ())]})
+            what = "changed what it runs" if own else "changed the compiler"
+            text = f"code (files only: {machine}): {self._names(hit)} {what} ({_some(files, 3)})"
+            return "code" if own else COMPILER, FILES, "; ".join([text, *paired])
+        text = (f"environment (files only: {machine}): none of the {len(between)} commit(s) in the range "
+                f"({self._names(between)}) changed what it runs or the compiler")
+        return "untouched", FILES, "; ".join([text, *paired])
+
+    def _machine(self, benchmark: str, params: str, last_good: str, through: str) -> list[str] | str:
+        """The series' kernels whose machine code differs at the two ends (empty: identical), or why that cannot
+        be said: no registered kernel covers the series, or a kernel was not compiled at one end."""
+        kernels = self._kernels.get((benchmark, params))
+        if not kernels:
+            return "no registered kernel covers this series"
+        changed = []
+        for kernel, arch in kernels:
+            ends = [self._code.get((kernel, arch), {}).get(c) for c in (last_good, through)]
+            missing = [c for c, end in zip((last_good, through), ends) if end is None or end[0] != "ok"]
+            if missing:
+                end = ends[0] if ends[0] is None or ends[0][0] != "ok" else ends[1]
+                why = "not compiled" if end is None else f"{end[0]}: {end[2]}" if end[2] else end[0]
+                return f"machine code of {kernel} at {missing[0][:8]} {why}"
+            if ends[0][1] != ends[1][1]:
+                changed.append(f"{kernel} ({arch})")
+        return changed
 
     def _worse_in_pair(self, benchmark: str, params: str, between: list[str], thresholds: Thresholds) -> list[str]:
         """A pull request merged in the range whose own CI job measured the series worse than main there."""
@@ -163,6 +266,12 @@ class Attribution:
         return _some(names, 4)
 
 
+def _compiled(path: str) -> bool:
+    """A kernel module's source, which its machine code covers; the rest an op runs (its test script, the
+    measuring harness, the benchmark script, tuning tables) decides what is launched and how it is measured."""
+    return path.startswith("kernels/") and path.endswith(".py")
+
+
 @dataclass
 class _Series:
     """One series' measured runs so far, with values net of each job's shift, in the detector's space (log of the
@@ -174,11 +283,30 @@ class _Series:
     unit: str | None
     thresholds: Thresholds
     group: tuple[str, str]
-    half_digit: float  # half a unit of the last printed digit, relative
+    resolution: float | None = None  # the finest printed unit of its values so far (0: full precision)
     commits: list[str] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     nets: list[float] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
+
+    def half_digit(self) -> float:
+        """Half a unit of the last printed digit, relative to the series' recent level."""
+        level = statistics.median(self.values[-SCATTER_RUNS:]) if self.values else 0.0
+        return (self.resolution or 0.0) / 2 / abs(level) if level else 0.0
+
+
+@dataclass
+class _Changes:
+    """A deterministic series' points so far, and its changes as last listed (recomputed when it grows)."""
+
+    env: str
+    benchmark: str
+    params: dict
+    unit: str | None
+    thresholds: Thresholds
+    points: list[Point] = field(default_factory=list)
+    runs: dict[str, str] = field(default_factory=dict)
+    listed: list[Regression] | None = None
 
 
 @dataclass
@@ -191,59 +319,125 @@ class Scan:
     steps: list[Regression]
 
 
+class Replay:
+    """A machine's history replayed so far: fed commit by commit, oldest first, and resumable.
+
+    `feed` takes the rows of commits after the last one fed; the state it leaves is everything the next commit's
+    judgement reads, so a replay fed a month at once and one fed night by night are the same replay (the
+    stored checkpoint of `flybench.regress.stored` is this object)."""
+
+    def __init__(self, subject: str, machine: str, cfg: RegressConfig) -> None:
+        self.subject, self.machine, self.cfg = subject, machine, cfg
+        self.commits: list[str] = []
+        self.series: dict[SeriesKey, _Series] = {}
+        self.changes: dict[SeriesKey, _Changes] = {}
+        self.state = _State(subject, machine, cfg)
+
+    def feed(self, frame: pd.DataFrame, attribution: Attribution) -> Replay:
+        """Judge each commit of `frame` (`queries.history` rows of this subject and machine, all of commits newer
+        than every commit fed before) in the store's order."""
+        points = self._read(frame)
+        for commit in _commit_order(frame):
+            self.commits.append(commit)
+            here = points.get(commit, [])
+            _advance_nets(here, commit, attribution)
+            candidates = []
+            for s in {id(p[0]): p[0] for p in here}.values():
+                found = _judge(s, attribution, self._typical)
+                if found is not None:
+                    candidates.append((s, *found))
+            self.state.take(candidates, self.series)
+            for s, *_ in here:
+                self.state.recover(s)
+        return self
+
+    def _typical(self, s: _Series) -> float:
+        """The median scatter of the series of `s`'s (environment, workload) that have YOUNG runs or more: the
+        least noise a young series is held to (four runs can agree by chance far more closely than its kernel's
+        runs do)."""
+        mature = [_scatter(o) for o in self.series.values() if o.group == s.group and len(o.nets) > YOUNG]
+        return statistics.median(mature) if mature else 0.0
+
+    def trimmed(self) -> Replay:
+        """The replay with each series' runs cut to what later judgements read (the newest KEPT runs, and every run
+        since the first bad commit of its open alerts), so a stored checkpoint grows with alerts, not with
+        history."""
+        first_bad = defaultdict(list)
+        for a in self.state.alerts:
+            if a.status == alerts.OPEN:
+                first_bad[alerts.series_key(a.regression)[2:]].append(a.regression.step.first_bad)
+        for key, s in self.series.items():
+            open_since = [s.commits.index(c) for c in first_bad.get(key, ()) if c in s.commits]
+            cut = max(0, min([len(s.commits) - KEPT, *open_since]))
+            if cut:
+                for name in ("commits", "values", "nets", "runs"):
+                    setattr(s, name, getattr(s, name)[cut:])
+        return self
+
+    def resumed(self, cfg: RegressConfig) -> Replay:
+        """A stored replay ready to go on under `cfg` (the same thresholds it was stored under)."""
+        self.cfg = self.state.cfg = cfg
+        return self
+
+    def scan(self) -> Scan:
+        """The alerts, their events and the steps that are not alerts, as of the newest commit fed."""
+        listed = []
+        for c in self.changes.values():
+            if c.listed is None:
+                c.listed = deterministic_regressions(self.subject, self.machine, c.env, c.benchmark, c.params, c.unit,
+                                                     c.points, c.thresholds, c.runs)
+            listed += c.listed
+        return Scan(list(self.state.alerts), list(self.state.events), [*self.state.environment, *listed])
+
+    def _read(self, frame: pd.DataFrame) -> dict[str, list[tuple[_Series, float, float, str]]]:
+        """The frame's statistical points by commit (new series joining the replay) and its deterministic points."""
+        points: dict[str, list] = defaultdict(list)
+        columns = [frame[c].tolist() if c in frame else [None] * len(frame) for c in _Row._fields]
+        grouped: dict[tuple, list] = defaultdict(list)
+        canonical: dict[str, str] = {}  # a machine's series share a few params texts: one JSON round trip each
+        for row in map(_Row._make, zip(*columns)):
+            params = canonical.get(row.params) or canonical.setdefault(row.params, alerts.canonical(row.params))
+            grouped[row.env_name, row.benchmark, params].append(row)
+        for key, rows_of in grouped.items():
+            env, benchmark, params = key
+            if key in self.changes or (key not in self.series and self._deterministic(key, rows_of)):
+                c = self.changes[key]
+                c.points += [Point(r.commit_hash, r.value if r.status == "ok" else None) for r in rows_of]
+                c.runs.update({r.commit_hash: _text(r.run_context) or _text(r.branch) for r in rows_of})
+                c.listed = None
+                continue
+            if is_compile_duration(benchmark):
+                continue  # how long a compile took is the compiling machine's noise, not a kernel's regression
+            s = self.series.get(key)
+            if s is None:
+                decoded = json.loads(rows_of[0].params)  # as stored: the order of its names is the series' name
+                thresholds = self.cfg.thresholds(benchmark, ", ".join(map(str, decoded.values())), rows_of[0].unit)
+                s = self.series[key] = _Series(key, decoded, params, rows_of[0].unit, thresholds,
+                                               (env, workload_of(benchmark)))
+            for r in rows_of:
+                if r.status == "ok" and _fits(r.value):
+                    unit = resolution([r.value])
+                    s.resolution = unit if s.resolution is None else 0.0 if not unit else \
+                        (min(s.resolution, unit) if s.resolution else 0.0)
+                    bad = -math.log(r.value) if s.thresholds.bigger_is_better else math.log(r.value)
+                    points[r.commit_hash].append((s, bad, r.value, _text(r.run_context) or _text(r.branch)))
+        return points
+
+    def _deterministic(self, key: SeriesKey, rows_of: list[_Row]) -> bool:
+        """Whether the series is a deterministic metric's; if so it joins `changes`."""
+        env, benchmark, params = key
+        decoded = json.loads(rows_of[0].params)
+        thresholds = self.cfg.thresholds(benchmark, ", ".join(map(str, decoded.values())), rows_of[0].unit)
+        if not thresholds.deterministic:
+            return False
+        self.changes[key] = _Changes(env, benchmark, decoded, rows_of[0].unit, thresholds)
+        return True
+
+
 def replay(subject: str, machine: str, frame: pd.DataFrame, attribution: Attribution,
            cfg: RegressConfig) -> Scan:
     """The machine's history (`queries.history` rows of one subject and machine) replayed commit by commit."""
-    series, points, deterministic = _read(subject, machine, frame, cfg)
-    state = _State(subject, machine, cfg)
-    for commit in _commit_order(frame):
-        here = points.get(commit, [])
-        _advance_nets(here, commit, attribution)
-        candidates = []
-        for s in {id(p[0]): p[0] for p in here}.values():
-            found = _judge(s, attribution)
-            if found is not None:
-                candidates.append((s, *found))
-        state.take(candidates, series)
-        for s, *_ in here:
-            state.recover(s)
-    return Scan(state.alerts, state.events, [*state.environment, *deterministic])
-
-
-def _read(subject: str, machine: str, frame: pd.DataFrame, cfg: RegressConfig
-          ) -> tuple[dict[SeriesKey, _Series], dict[str, list[tuple[_Series, float, float, str]]], list[Regression]]:
-    """The machine's statistical series, each measured point by commit, and every deterministic change."""
-    series: dict[SeriesKey, _Series] = {}
-    points: dict[str, list] = defaultdict(list)
-    deterministic: list[Regression] = []
-    columns = [frame[c].tolist() if c in frame else [None] * len(frame) for c in _Row._fields]
-    grouped: dict[tuple, list] = defaultdict(list)
-    canonical: dict[str, str] = {}  # a machine's series share a few params texts: one JSON round trip each
-    for row in map(_Row._make, zip(*columns)):
-        params = canonical.get(row.params) or canonical.setdefault(row.params, alerts.canonical(row.params))
-        grouped[row.env_name, row.benchmark, params].append(row)
-    for (env, benchmark, params), rows_of in grouped.items():
-        decoded = json.loads(rows_of[0].params)  # as stored: the order of its names is the series' name
-        unit = rows_of[0].unit
-        thresholds = cfg.thresholds(benchmark, ", ".join(map(str, decoded.values())), unit)
-        if thresholds.deterministic:
-            measured = [Point(r.commit_hash, r.value if r.status == "ok" else None) for r in rows_of]
-            deterministic += deterministic_regressions(
-                subject, machine, env, benchmark, decoded, unit, measured, thresholds,
-                {r.commit_hash: _text(r.run_context) or _text(r.branch) for r in rows_of})
-            continue
-        if is_compile_duration(benchmark):
-            continue  # how long a compile took is the compiling machine's noise, not a kernel's regression
-        values = [r.value for r in rows_of if r.status == "ok" and _fits(r.value)]
-        level = statistics.median(values) if values else 1.0
-        s = _Series((env, benchmark, params), decoded, params, unit, thresholds, (env, workload_of(benchmark)),
-                    resolution(values) / 2 / abs(level) if level else 0.0)
-        series[s.key] = s
-        for r in rows_of:
-            if r.status == "ok" and _fits(r.value):
-                bad = -math.log(r.value) if thresholds.bigger_is_better else math.log(r.value)
-                points[r.commit_hash].append((s, bad, r.value, _text(r.run_context) or _text(r.branch)))
-    return series, points, deterministic
+    return Replay(subject, machine, cfg).feed(frame, attribution).scan()
 
 
 class _Row(NamedTuple):
@@ -284,10 +478,9 @@ def _advance_nets(here: list, commit: str, attribution: Attribution) -> None:
     their level is the median of (a code step inside that window would pass for the job's)."""
     moves: dict[tuple[str, str], list[float]] = defaultdict(list)
     for s, bad, _, _ in here:
-        if len(s.nets) >= 2:  # a witness: nothing it runs changed since the oldest run of its level
-            between = attribution.commits(s.commits[-LEVEL:][0], commit)
-            if between is not None and not any(attribution.touched(s.key[1], s.params_text, c) for c in between):
-                moves[s.group].append(bad - statistics.median(s.nets[-LEVEL:]))
+        if len(s.nets) >= 2 and attribution.kind(s.key[1], s.params_text, s.commits[-LEVEL:][0], commit) \
+                in ("untouched", COMPILER):  # a witness: nothing it runs changed since the oldest run of its level
+            moves[s.group].append(bad - statistics.median(s.nets[-LEVEL:]))
     shift = {g: statistics.median(m) if len(m) >= WITNESSES else 0.0 for g, m in moves.items()}
     for s, bad, value, runs in here:
         s.commits.append(commit)
@@ -297,59 +490,87 @@ def _advance_nets(here: list, commit: str, attribution: Attribution) -> None:
 
 
 def _scatter(s: _Series) -> float:
-    """Robust run-to-run spread of the series' newest net values (scaled MAD of successive differences / sqrt 2),
-    at least half a unit of the last printed digit."""
+    """The run-to-run spread a step must beat: the robust spread of the series' newest successive differences
+    (scaled MAD / sqrt 2), raised to the upper CONFIDENCE bound of a spread estimated from that few differences
+    (a young series' few runs can agree by chance), and at least half a unit of the last printed digit."""
     nets = s.nets[-SCATTER_RUNS:]
     jumps = [b - a for a, b in zip(nets, nets[1:])]
     if len(jumps) < 2:
-        return s.half_digit
+        return s.half_digit()
     center = statistics.median(jumps)
-    return max(MAD_TO_SIGMA * statistics.median(abs(j - center) for j in jumps) / math.sqrt(2), s.half_digit)
+    spread = MAD_TO_SIGMA * statistics.median(abs(j - center) for j in jumps) / math.sqrt(2)
+    return max(spread * _few_runs(len(jumps)), s.half_digit())
+
+
+def _few_runs(df: int) -> float:
+    """sqrt(df / chi2.ppf(1 - CONFIDENCE, df)): how far a spread estimated from `df` differences may lie below
+    the true one, at CONFIDENCE (1.15 at 29 differences, 1.5 at 5, 2.1 at 2)."""
+    if df not in _FEW_RUNS:
+        _FEW_RUNS[df] = math.sqrt(df / chi2.ppf(1 - CONFIDENCE, df))
+    return _FEW_RUNS[df]
+
+
+_FEW_RUNS: dict[int, float] = {}
 
 
 def _visited(before: list[float], old: float, new: float) -> bool:
     """Whether the series already sat at the new level before the boundary: VISITS of its last MODE_RUNS runs
     before the old level's window lie nearer the new level than the old. A bimodal series (a runner's modes, a
-    kernel's two tunings) flips between levels it has; a step reaches a level it has not had."""
+    kernel's two tunings) flips between levels it has; a step reaches a level it has not had, or goes back to one
+    over a range that changed its code."""
     earlier = before[-(MODE_RUNS + LEVEL):-LEVEL]
     return sum(abs(x - new) < abs(x - old) for x in earlier) >= VISITS
 
 
-def _judge(s: _Series, attribution: Attribution) -> tuple[Step, float, float, Verdict] | None:
+def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], float]
+           ) -> tuple[Step, float, float, Verdict] | None:
     """The series' worst step among the boundaries with PERSIST to AFTER runs after them, if one passes: the step,
-    its old and new net levels, and what the range's commits say."""
+    its old and new net levels, and what the range's commits say.
+
+    A boundary's old level is the median of up to LEVEL runs before it, and the run just before must be at the
+    old level. A step spread over two runs (the run between the levels is a job that caught half of it) is judged
+    as one: its old level is taken before that run, and its range covers both. A series of YOUNG runs or fewer is
+    held to at least the typical scatter of its workload's series on the machine (`typical`)."""
     t = s.thresholds
     floor = -math.log(1 - t.step_floor) if t.bigger_is_better else math.log(1 + t.step_floor)
     n = len(s.nets)
-    if n < MIN_BEFORE + PERSIST or min(s.nets[-PERSIST:]) - min(s.nets[max(0, n - AFTER - LEVEL):n - PERSIST]) \
+    if n < MIN_BEFORE + PERSIST or min(s.nets[-PERSIST:]) - min(s.nets[max(0, n - AFTER - LEVEL - 1):n - PERSIST]) \
             < floor / 2:
         return None  # no boundary's old level can lie half the floor below its newest runs: nothing to judge
-    noise = _scatter(s)
-    needed = max(floor, t.noise_k * noise, DIGITS * s.half_digit)
+    noise = _scatter(s) if len(s.nets) > YOUNG else max(_scatter(s), typical(s))
+    needed = max(floor, t.noise_k * noise, DIGITS * s.half_digit())
     best = None
     for after in range(PERSIST, AFTER + 1):
         i = n - after
-        if i < MIN_BEFORE:
-            break
-        window = s.nets[max(0, i - LEVEL):i]
-        old, new = statistics.median(window), statistics.median(s.nets[i:])
-        rise = new - old
-        if rise < needed or min(s.nets[i:]) - old < needed / 2 or _visited(s.nets[:i], old, new) \
-                or window[-1] - old > new - window[-1]:  # the run before the boundary is at the old level
-            continue
-        before = statistics.median(s.values[max(0, i - LEVEL):i])
-        after_value = statistics.median(s.values[i:])
-        if abs(after_value - before) < t.absolute:
-            continue
-        if best is None or rise > best[0] + 1e-12:
-            best = (rise, i, old, new, before, after_value)
+        for spread in (1, 2):
+            k = i - spread + 1  # the first run not in the old level's window
+            if k < MIN_BEFORE:
+                continue
+            window = s.nets[max(0, k - LEVEL):k]
+            old, new = statistics.median(window), statistics.median(s.nets[i:])
+            rise = new - old
+            if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
+                continue  # too small, a run at the new level too near the old, or the step came before the window
+            if spread == 2 and not (rise / 4 <= s.nets[k] - old <= rise * 3 / 4):
+                continue  # the run between is at one of the levels: the one-run boundary judges it
+            before = statistics.median(s.values[max(0, k - LEVEL):k])
+            after_value = statistics.median(s.values[i:])
+            if abs(after_value - before) < t.absolute or (best is not None and rise <= best[0] + 1e-12):
+                continue
+            verdict = attribution.judge(s.key[1], s.params_text, s.commits[k - 1], s.commits[i], t)
+            if verdict.kind != "code" and _visited(s.nets[:k], old, new):  # a code range may go back to a level
+                continue
+            best = (rise, k, i, old, new, before, after_value, verdict)
     if best is None:
         return None
-    rise, i, old, new, before, after_value = best
-    z = rise / (noise * math.sqrt(1 / min(LEVEL, i) + 1 / (n - i))) if noise else math.inf
-    step = Step(s.commits[i - 1], s.commits[i], before, after_value, noise * abs(before),
+    rise, k, i, old, new, before, after_value, verdict = best
+    z = rise / (noise * math.sqrt(1 / min(LEVEL, k) + 1 / (n - i))) if noise else math.inf
+    step = Step(s.commits[k - 1], s.commits[k], before, after_value, noise * abs(before),
                 math.erf(z / math.sqrt(2)), worse=True)
-    return step, old, new, attribution.judge(s.key[1], s.params_text, step.last_good, step.first_bad, t)
+    if k != i:
+        verdict = verdict._replace(evidence=f"{verdict.evidence}; the step spread over two runs "
+                                            f"({s.commits[k][:8]}, {s.commits[i][:8]}), judged as one")
+    return step, old, new, verdict
 
 
 class _State:
@@ -364,7 +585,6 @@ class _State:
         self.environment: list[Regression] = []
         self._alerts_of: dict[SeriesKey, list[int]] = defaultdict(list)
         self._environment_of: dict[SeriesKey, list[Regression]] = defaultdict(list)
-        self._series_per_kernel: dict[episodes.KernelKey, int] = {}
 
     def regression(self, s: _Series, step: Step, kind: str, evidence: str) -> Regression:
         return Regression(self.subject, self.machine, s.key[0], s.key[1], s.params, s.unit, step, kind,
@@ -374,31 +594,33 @@ class _State:
              series: dict[SeriesKey, _Series]) -> None:
         """One commit's steps: code steps become alerts, untouched ones environment steps, and steps
         without attribution are read together (`episodes.read_together`) first."""
-        unknown = [(s, self.regression(s, step, "step", v.evidence), old, new)
+        unknown = [(s, self.regression(s, step, "step", v.evidence), old, new, v)
                    for s, step, old, new, v in candidates if v.kind == "unknown"]
         if unknown:
-            read = {alerts.series_key(r): r for r in episodes.read_together([r for _, r, _, _ in unknown],
+            read = {alerts.series_key(r): r for r in episodes.read_together([r for _, r, _, _, _ in unknown],
                                                                             self._kernels(series), self.cfg)}
-            for s, r, old, new in unknown:
+            for s, r, old, new, v in unknown:
                 judged = read.get(alerts.series_key(r))
                 if judged is None:
                     continue
                 if judged.kind == episodes.ENVIRONMENT:
                     self._environment(s, replace(judged, evidence=r.evidence + "; moved with the environment"))
                 else:
-                    self._alert(judged, old, new, s)
+                    self._alert(judged, old, new, s, v)
         for s, step, old, new, v in candidates:
             if v.kind == "untouched":
                 self._environment(s, self.regression(s, step, episodes.ENVIRONMENT, v.evidence))
-            elif v.kind == "code":
-                self._alert(self.regression(s, step, "step", v.evidence), old, new, s)
+            elif v.kind in ("code", COMPILER):
+                self._alert(self.regression(s, step, "step", v.evidence), old, new, s, v)
 
     def _kernels(self, series: dict[SeriesKey, _Series]) -> dict[episodes.KernelKey, int]:
-        if not self._series_per_kernel:
-            for s in series.values():
+        """How many series each kernel has measured so far (a later series must not change an earlier verdict)."""
+        counts: dict[episodes.KernelKey, int] = {}
+        for s in series.values():
+            if s.commits:
                 key = episodes.kernel_key(self.subject, self.machine, s.key[0], s.key[1], s.params)
-                self._series_per_kernel[key] = self._series_per_kernel.get(key, 0) + 1
-        return self._series_per_kernel
+                counts[key] = counts.get(key, 0) + 1
+        return counts
 
     def _environment(self, s: _Series, r: Regression) -> None:
         """List the environment's step once, and not at all where it is an alert's step seen from a later run."""
@@ -407,7 +629,10 @@ class _State:
             self._environment_of[s.key].append(r)
             self.environment.append(r)
 
-    def _alert(self, r: Regression, old: float, new: float, s: _Series) -> None:
+    def _alert(self, r: Regression, old: float, new: float, s: _Series, v: Verdict) -> None:
+        """Open an alert, reopen a recovered one at the same levels, or fold a further step into the series' open
+        alert: a slow drift moves a series step by step, and is one alert. Only machine code that changed again
+        opens a second alert while one is open."""
         same = [i for i in self._alerts_of[s.key] if alerts.same_step(self.alerts[i].regression, r)]
         through = s.commits[-1]
         if any(self.alerts[i].status == alerts.OPEN for i in same):
@@ -416,6 +641,13 @@ class _State:
             i = same[-1]
             self.alerts[i] = replace(self.alerts[i], status=alerts.OPEN, closed_by=None, flips=self.alerts[i].flips + 1)
             self.events.append(alerts.Event(self.alerts[i], "reopened", through, f"flip {self.alerts[i].flips}"))
+            return
+        still = [i for i in self._alerts_of[s.key] if self.alerts[i].status == alerts.OPEN]
+        if still and v.basis != MACHINE_CODE:
+            i = still[-1]
+            self.levels[i] = (self.levels[i][0], max(self.levels[i][1], new))
+            self.events.append(alerts.Event(self.alerts[i], "worsened", through,
+                                            f"{r.step.last_good[:8]}..{r.step.first_bad[:8]}: {r.evidence}"))
             return
         self._alerts_of[s.key].append(len(self.alerts))
         self.alerts.append(alerts.Alert(r, alerts.OPEN, through))

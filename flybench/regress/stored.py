@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, replace
+import pickle
+from dataclasses import asdict, dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from flybench.regress.history import Point, Regression, Step, compile_changes, s
 from flybench.store import queries
 from flybench.store.db import DEFAULT_DB, connect
 
-DETECTOR = "4"
+DETECTOR = "5"
 """Bump when step detection changes what it finds: every stored scan is then recomputed."""
 THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides",
                     "step_floor", "window", "corroborate", "environment_workloads", "control_providers")
@@ -106,8 +107,10 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
         scans = _scans(conn)
         stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
         units = _series_units(conn, stale)
-    found = {scope: scan_scope(db_path, scope, cfg) for scope in stale}
-    series = {scope: noise.histories(db_path, scope[1], scope[0]) for scope in stale}
+    replays = {scope: _replayed(db_path, scope, cfg, mark) for scope in stale}
+    found = {scope: _with_compile_changes(db_path, scope, cfg, r.replay.scan()) for scope, r in replays.items()}
+    series = {scope: noise.histories(db_path, scope[1], scope[0], None if r.moved is None else r.moved)
+              for scope, r in replays.items()}
     noises = pd.DataFrame([row for scope in stale for row in _noise_rows(scope, series[scope], units.get(scope, []),
                                                                           cfg)], columns=list(_NOISE_COLUMNS))
     gone = [scope for scope in scans if scope not in current]
@@ -116,11 +119,19 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
     with connect(db_path) as conn:
         conn.begin()
         for subject, machine in [*stale, *gone]:
-            for table in ("regression_steps", "series_noise", "regression_scans", "alerts", "alert_events"):
+            for table in ("regression_steps", "regression_scans", "alerts", "alert_events", "scan_checkpoints"):
                 conn.execute(f"DELETE FROM {table} WHERE subject = ? AND machine = ?", [subject, machine])
+            moved = replays[subject, machine].moved if (subject, machine) in replays else None
+            conn.execute("DELETE FROM series_noise WHERE subject = ? AND machine = ? AND (?::VARCHAR[] IS NULL "
+                         "OR list_contains(?::VARCHAR[], env_name || chr(0) || benchmark || chr(0) || params))",
+                         [subject, machine, *[None if moved is None else [chr(0).join(k) for k in moved]] * 2])
         for scope in stale:
             conn.execute("INSERT INTO regression_scans VALUES (?, ?, ?, ?, now()::TIMESTAMP)",
                          [*scope, current[scope], mark])
+            conn.execute("INSERT INTO scan_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [*scope, mark, replays[scope].replay.commits, _rows_digest(conn, scope),
+                          replays[scope].attribution.digest(replays[scope].replay.commits),
+                          pickle.dumps(replays[scope].replay.trimmed())])
         steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope].steps], columns=list(_STEP_COLUMNS))
         kept = pd.DataFrame([_alert_row(a) for scope in stale for a in found[scope].alerts],
                             columns=list(_ALERT_COLUMNS))
@@ -138,15 +149,69 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
 
 
 def scan_scope(db_path: str | Path, scope: Scope, cfg: RegressConfig, benchmark: str | None = None) -> scan.Scan:
-    """One (subject, machine)'s history replayed (`scan.replay`), with every compile-only metric's change among
-    its steps."""
+    """One (subject, machine)'s history replayed from its first commit (`scan.replay`), with every compile-only
+    metric's change among its steps: the reference a resumed replay must equal, and what a reader computes where
+    the stored scan is stale."""
     subject, machine = scope
-    frame = queries.history(db_path, machine=machine, subject=subject)
+    frame = queries.scan_rows(db_path, machine, subject)
     if benchmark:
         frame = frame[[fnmatchcase(b, benchmark) for b in frame["benchmark"]]]
     found = scan.replay(subject, machine, frame, scan.Attribution.stored(db_path, subject, machine), cfg)
-    found.steps += compile_changes(db_path, machine, subject, benchmark, cfg)
+    return _with_compile_changes(db_path, scope, cfg, found, benchmark)
+
+
+def _with_compile_changes(db_path: str | Path, scope: Scope, cfg: RegressConfig, found: scan.Scan,
+                          benchmark: str | None = None) -> scan.Scan:
+    found.steps += compile_changes(db_path, scope[1], scope[0], benchmark, cfg)
     return found
+
+
+@dataclass
+class _Replayed:
+    """A scope's replay after `refresh`, the attribution it was judged with, and the series the new commits moved
+    (None: the whole history was replayed)."""
+
+    replay: scan.Replay
+    attribution: scan.Attribution
+    moved: list[tuple[str, str, str]] | None
+
+
+def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) -> _Replayed:
+    """The scope's replay, resumed from its stored checkpoint where the history only grew since (the same commits
+    first, their rows and attribution unchanged, the same thresholds and detector), else from the first commit.
+
+    A resumed replay reads only the new commits' rows, so a nightly's scan costs what the night added; it equals
+    the whole replay because the replay is a fold over commits (tests/test_scan.py checks it on the month)."""
+    subject, machine = scope
+    attribution = scan.Attribution.stored(db_path, subject, machine)
+    order = queries.scan_commits(db_path, machine, subject)
+    with connect(db_path, read_only=True) as conn:
+        saved = conn.execute("SELECT config, commits, rows_digest, attribution, state FROM scan_checkpoints "
+                             "WHERE subject = ? AND machine = ?", list(scope)).fetchone()
+        if saved is not None:
+            config, done, rows, attributed, state = saved
+            if config != mark or order[:len(done)] != done or _rows_digest(conn, scope, done) != rows \
+                    or attribution.digest(done) != attributed:
+                saved = None
+    if saved is None:
+        frame = queries.scan_rows(db_path, machine, subject)
+        return _Replayed(scan.Replay(subject, machine, cfg).feed(frame, attribution), attribution, None)
+    frame = queries.scan_rows(db_path, machine, subject, skip=done)
+    replay = pickle.loads(state).resumed(cfg).feed(frame, attribution)
+    moved = sorted({(e, b, p) for e, b, p in zip(frame["env_name"], frame["benchmark"], frame["params"])})
+    return _Replayed(replay, attribution, moved)
+
+
+_ROWS = """
+    SELECT count(*)::VARCHAR || ':' || coalesce(bit_xor(hash(r.commit_hash, r.env_name, r.benchmark, r.params, r.unit,
+           r.value, r.status, r.run_context, c.date, c.branch)), 0)::VARCHAR
+    FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash
+    WHERE r.subject = ? AND r.machine = ? AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], r.commit_hash))"""
+
+
+def _rows_digest(conn: duckdb.DuckDBPyConnection, scope: Scope, commits: list[str] | None = None) -> str:
+    """A digest of what the replay reads of the scope's rows (of `commits` only, when given)."""
+    return conn.execute(_ROWS, [*scope, commits, commits]).fetchone()[0]
 
 
 def summary(rescanned: list[Scope]) -> str:
@@ -197,6 +262,40 @@ def regressions(
     found = [r for r in found if not benchmark or fnmatchcase(r.benchmark, benchmark)]
     # find_regressions lists result series before compile metrics within equal ranks (a stable sort)
     return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative), not r.env_name))
+
+
+_ATTRIBUTION_GAPS = """
+    SELECT r.subject,
+           count(DISTINCT r.commit_hash) FILTER (WHERE r.run_context = 'main'),
+           count(DISTINCT r.commit_hash) FILTER (WHERE r.run_context = 'main' AND k.hash IS NULL),
+           count(DISTINCT r.commit_hash) FILTER (WHERE r.run_context = 'branch' AND r.pr IS NULL),
+           (SELECT count(*) FROM code_changes c WHERE c.subject = r.subject)
+    FROM results r LEFT JOIN code_changes k ON k.subject = r.subject AND k.hash = r.commit_hash
+    WHERE r.source = 'flydsl-ci' AND (?::VARCHAR IS NULL OR r.subject = ?) AND (?::VARCHAR IS NULL OR r.machine = ?)
+    GROUP BY r.subject ORDER BY r.subject"""
+
+
+def attribution_warnings(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
+                         subject: str | None = None) -> list[str]:
+    """What the alerts of imported histories cannot rest on, for the report's head: main commits without code
+    attribution (no clone, or one that lacked them), and runs FlyDSL marked as main that the clone put on a branch.
+    A report that says "0 regressions" over such a history says why it may be missing some."""
+    with connect(db_path, read_only=True) as conn:
+        rows = conn.execute(_ATTRIBUTION_GAPS, [subject, subject, machine, machine]).fetchall()
+    warnings = []
+    for name, main, unattributed, branch, attributed in rows:
+        if not attributed and main:
+            warnings.append(f"{name}: no code attribution: its {main} main commits were imported without a clone "
+                            "that holds them (flybench import flydsl-ci HISTORY --flydsl-repo CLONE); its steps are "
+                            "judged by the older rules and its alerts rest on no attribution")
+        elif unattributed:
+            warnings.append(f"{name}: {unattributed} of {main} main commits have no code attribution (the clone "
+                            "lacked them: shallow, stale or another repository's); steps over them rest on no "
+                            "attribution")
+        if branch:
+            warnings.append(f"{name}: {branch} commit(s) FlyDSL's CI ran as main are not on the clone's main and "
+                            "were taken as branch runs, which the main report does not judge")
+    return warnings
 
 
 def history_noise(db_path: str | Path, machine: str, subject: str | None = None,
@@ -254,6 +353,8 @@ def _noise_rows(scope: Scope, histories: dict[tuple[str, str, str], list[Point]]
     where the history is too short for `noise.from_history` to use."""
     rows = []
     for env, name, params, unit in units:
+        if (env, name, params) not in histories:
+            continue  # a series the new commits did not move keeps its stored noise
         thresholds = cfg.thresholds(name, ", ".join(map(str, json.loads(params).values())), unit)
         if thresholds.deterministic:
             continue

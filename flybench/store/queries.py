@@ -110,13 +110,37 @@ def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchm
     return frame
 
 
-def series_values(db_path: str | Path, machine: str, subject: str | None = None) -> pd.DataFrame:
+def scan_commits(db_path: str | Path, machine: str, subject: str) -> list[str]:
+    """The machine's commits in the order the history scan replays them: commit date, then hash, undated last."""
+    with connect(db_path, read_only=True) as conn:
+        return [h for (h,) in conn.execute(
+            "SELECT r.commit_hash FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash "
+            "WHERE r.machine = ? AND r.subject = ? GROUP BY r.commit_hash, c.date "
+            "ORDER BY c.date IS NULL, c.date, r.commit_hash", [machine, subject]).fetchall()]
+
+
+def scan_rows(db_path: str | Path, machine: str, subject: str, skip: list[str] | None = None) -> pd.DataFrame:
+    """The columns the history scan reads, of the machine's rows outside the commits `skip` (those a stored replay
+    has already judged), in `history`'s order."""
+    return _query(db_path, f"""
+        SELECT r.env_name, r.benchmark, r.params, r.unit, r.commit_hash, r.value, r.status, r.run_context,
+               c.branch, c.date AS commit_date FROM {_RESULTS_JOIN}
+        WHERE r.machine = ? AND r.subject = ? AND NOT list_contains(?::VARCHAR[], r.commit_hash)
+        ORDER BY {_SERIES_ORDER}""", [machine, subject, skip or []])
+
+
+def series_values(db_path: str | Path, machine: str, subject: str | None = None,
+                  only: list[tuple[str, str, str]] | None = None) -> pd.DataFrame:
     """Each series' value and status per commit on one machine, in `history`'s order, and nothing else:
-    what a series' noise needs, without the samples and records a whole history would move."""
+    what a series' noise needs, without the samples and records a whole history would move. `only`: just these
+    series (environment, benchmark, params as stored)."""
     where, args = _where(machine=machine, subject=subject)
+    keys = None if only is None else ["\0".join(key) for key in only]
     return _query(db_path, f"""
         SELECT r.env_name, r.benchmark, r.params, r.commit_hash, r.value, r.status FROM {_RESULTS_JOIN}
-        WHERE {where} ORDER BY {_SERIES_ORDER}""", args)
+        WHERE {where} AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[],
+                                                                r.env_name || chr(0) || r.benchmark || chr(0) || r.params))
+        ORDER BY {_SERIES_ORDER}""", [*args, keys, keys])
 
 
 def compile_history(db_path: str | Path = DEFAULT_DB, machine: str | None = None,
@@ -495,8 +519,9 @@ def imported_run_rows(db_path: str | Path = DEFAULT_DB, context: str = "pr", sub
 # --- What the history scan (flybench.regress.scan) reads besides the values: code attribution and paired runs.
 
 def code_changes(db_path: str | Path, subject: str) -> pd.DataFrame:
-    """The subject's main commits over its attributed span, in main's order: hash, position, pull request, title."""
-    return _query(db_path, "SELECT hash, position, merged_pr, title FROM code_changes WHERE subject = ? "
+    """The subject's main commits over its attributed span, in main's order: hash, position, pull request, title,
+    and the files each changed."""
+    return _query(db_path, "SELECT hash, position, merged_pr, title, files FROM code_changes WHERE subject = ? "
                            "ORDER BY position", [subject])
 
 

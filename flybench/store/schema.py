@@ -436,6 +436,20 @@ MIGRATIONS: list[list[str]] = [
             exact BOOLEAN NOT NULL
         )""",
     ],
+    [  # v16: the history scan's checkpoint per (subject, machine) (flybench.regress.stored): the replay as it stood
+        # after the commits it judged, with digests of the rows and attribution it read, so a nightly resumes it
+        # and judges only the new commits. Derived like every scan table; a mismatch replays from the first commit.
+        """CREATE TABLE scan_checkpoints (
+            subject VARCHAR NOT NULL,
+            machine VARCHAR NOT NULL,
+            config VARCHAR NOT NULL,
+            commits VARCHAR[] NOT NULL,
+            rows_digest VARCHAR NOT NULL,
+            attribution VARCHAR NOT NULL,
+            state BLOB NOT NULL,
+            PRIMARY KEY (subject, machine)
+        )""",
+    ],
 ]
 
 LATEST = len(MIGRATIONS)

@@ -14,16 +14,19 @@ from the clone, at every measured main commit, the way FlyDSL's CI runs it:
 - data files (tuning tables, dispatch configurations) beside those kernel
   modules, which the kernels read at run time.
 
-The compiler itself (`python/flydsl`, `lib`, `include`) is not followed: the
-same kernel built with the same wheel gives the same machine code, and a
-step over a range that changed only the compiler, the docs or other kernels
-is not the op's own code (docs/alerts.md says what that leaves out).
+The compiler itself (`python/flydsl`, `lib`, `include`) is not followed here:
+it reaches every kernel, so whether a compiler change touched an op is a
+question for the machine code it emitted (`machine_code`, compiled by
+`flybench.compile.code_history`). The scan reads each commit's changed
+files, and counts the compiler's as code only where no machine code says
+otherwise (docs/alerts.md).
 
 The importer stores every first-parent main commit between the oldest and
 newest measured main commits (`code_changes`: position, pull request, title,
 changed files) and, per imported series, the commits that touched its op
-(`code_touches`). The scan (`flybench.regress.scan`) reads only those
-tables; it never reads a clone.
+(`code_touches`). A commit's touches depend on that commit alone, so an
+import attributes only the commits it has not attributed before. The scan
+(`flybench.regress.scan`) reads only those tables; it never reads a clone.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import ast
 import functools
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -65,25 +68,34 @@ class CodeHistory:
     touches: dict[str, dict[str, tuple[str, ...]]]  # op -> commit -> the changed files the op runs
 
 
-def read(repo: str | Path, main_ref: str | None, measured: Iterable[str], ops: Iterable[str]) -> CodeHistory:
+def read(repo: str | Path, main_ref: str | None, measured: Iterable[str], ops: Iterable[str],
+         done: Collection[str] = ()) -> CodeHistory:
     """Main's first-parent commits from the oldest to the newest of `measured` (full hashes on main), and which
-    of them touched each of `ops`: a commit touches an op when it changed a file that the op ran at any
-    measured main commit (or the benchmark script)."""
+    of them touched each of `ops`, leaving out the commits in `done` (attributed before).
+
+    A commit touches an op when it changed a file the op runs at that commit or at its first parent: a fact of the
+    commit alone, so a commit is attributed the same whichever nights measured the commits around it, and a
+    nightly attributes only its new commits."""
     root = Path(repo)
     history = main_history(root, main_ref)
     wanted = set(measured)
     known = [i for i, info in enumerate(history) if info.hash in wanted]
     if not known:
         return CodeHistory([], {})
-    changes = [Change(info.hash, info.main_position or 0, info.merged_pr, info.title, _changed_files(root, info.hash))
-               for info in history[known[0]:known[-1] + 1]]
-    files: dict[str, set[str]] = {op: set() for op in ops}
+    span = [i for i in range(known[0], known[-1] + 1) if history[i].hash not in done]
+    changes = [Change(history[i].hash, history[i].main_position or 0, history[i].merged_pr, history[i].title,
+                      _changed_files(root, history[i].hash)) for i in span]
+    ops = set(ops)
+    touches: dict[str, dict[str, tuple[str, ...]]] = {op: {} for op in ops}
     with _Blobs(root) as blobs:
-        for i in known:
-            for op, ran in op_files(blobs, history[i].hash, files).items():
-                files[op] |= ran
-    touches = {op: {c.hash: hit for c in changes if (hit := tuple(f for f in c.files if f in ran))}
-               for op, ran in files.items()}
+        for i, change in zip(span, changes):
+            ran = op_files(blobs, history[i].hash, ops)
+            if i > 0:
+                for op, files in op_files(blobs, history[i - 1].hash, ops).items():
+                    ran[op] = ran[op] | files
+            for op, files in ran.items():
+                if hit := tuple(f for f in change.files if f in files):
+                    touches[op][change.hash] = hit
     return CodeHistory(changes, touches)
 
 

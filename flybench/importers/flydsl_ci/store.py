@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ class ImportReport:
     """Main commits whose changed files were read from the clone, to tell code steps from the runner's."""
     unresolved: int = 0
     """Short commit hashes of the new records that no full hash was found for: kept as given."""
+    clone_notes: list[str] = field(default_factory=list)
+    """What the clone could not say (shallow, another repository's, stale, main runs it lacks): `clone_notes`."""
     covered: tuple[int, int] = (0, 0)
     """(series, of all the subject's series) that run a registered kernel (`series_kernels`), a series counted once
     per target it ran on."""
@@ -66,8 +69,9 @@ class ImportReport:
         lines = [f"{self.file} -> {self.db_path} ({self.subject}, source {SOURCE}): {self.records} records read, "
                  f"{self.new} new, {self.records - self.new} already stored, {len(self.rejected)} rejected; "
                  f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
+        lines += [f"  clone: {note}" for note in self.clone_notes]
         if self.attributed:
-            lines.append(f"  code attribution: {self.attributed} main commits read from the clone")
+            lines.append(f"  code attribution: {self.attributed} main commit(s) not attributed before read from the clone")
         if self.covered[1]:
             lines.append(f"  machine code: {self.covered[0]} of {self.covered[1]} series (per target) run a registered "
                          "kernel; the others can be judged by files only")
@@ -108,6 +112,7 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
         if flydsl_repo is not None:
             clone = read_clone(flydsl_repo, {r.commit for r in history.records} | stored_commits | foreign, main_ref)
             report.ordered_by = f"main's history in {flydsl_repo}"
+            report.clone_notes = clone_notes(clone, history.records, Path(flydsl_repo))
         full = resolve({r.commit for r in history.records} | stored_commits,
                        axis | {r.commit for r in history.records}, clone)
         check_subject(conn, subject, foreign, {full(r.commit) for r in history.records}, clone,
@@ -118,10 +123,11 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
             refiled = _refile(conn, subject, full, stored_commits)
             _insert(conn, "imported_records", [_record_row(subject, r, history.path.name) for r in new],
                     _RECORD_COLUMNS)
+            series_before = {(b, p) for b, p, _ in _series(conn, subject)}
             report.commits, report.rows = _derive(conn, subject, {r.key: r for r in new}, clone, refiled)
             report.covered = _series_kernels(conn, subject)
             if flydsl_repo is not None:
-                report.attributed = _attribute(conn, subject, Path(flydsl_repo), main_ref)
+                report.attributed = _attribute(conn, subject, Path(flydsl_repo), main_ref, series_before)
             conn.execute("INSERT INTO imported_files VALUES (?, ?, ?, ?, ?, ?, ?, now()::TIMESTAMP) "
                          "ON CONFLICT DO NOTHING", [SOURCE, subject, history.sha256, history.path.name,
                                                     history.size, len(history.records), len(history.errors)])
@@ -143,16 +149,55 @@ def _series_kernels(conn: duckdb.DuckDBPyConnection, subject: str) -> tuple[int,
     return len({(r["benchmark"], r["params"], r["arch"]) for r in rows}), len(series)
 
 
-def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_ref: str | None) -> int:
-    """The subject's code attribution (`code.read`) over every stored main commit, in place of the stored one;
-    the number of main commits it covers."""
+def clone_notes(clone: Clone, records: list[Record], repo: Path) -> list[str]:
+    """What the clone cannot vouch for among the commits FlyDSL's CI ran as main (records without a pull request):
+    a shallow clone, a clone of another repository, a stale one, and main runs whose commits its main lacks. The
+    import says each, and keeps such runs on main (unattributed) unless the clone is complete and newer."""
+    main = {}
+    for r in records:
+        if r.pr is None:
+            main[r.commit] = max(main.get(r.commit, r.ts), r.ts)
+    lacking = {c: seen for c, seen in main.items() if c not in clone.commits}
+    notes = []
+    if clone.shallow:
+        notes.append(f"{repo} is a shallow clone: {len(lacking)} of the {len(main)} commits FlyDSL's CI ran as main "
+                     f"are beyond its depth; they stay main runs, without code attribution (`git -C {repo} fetch "
+                     "--unshallow` and import again)")
+    elif main and not clone.commits:
+        notes.append(f"{repo} holds none of the history's {len(main)} main commits: it is a clone of another "
+                     "repository; the runs stay as FlyDSL's CI marked them, without code attribution (give a clone "
+                     "of the repository the history measured)")
+    else:
+        newer = [c for c, seen in lacking.items() if _naive(seen) >= clone.main_tip]
+        older = len(lacking) - len(newer)
+        if newer:
+            notes.append(f"{repo}'s main ends before {len(newer)} of the commits FlyDSL's CI ran as main: they stay "
+                         f"main runs, without code attribution (`git -C {repo} fetch` and import again)")
+        if older:
+            notes.append(f"{older} commit(s) FlyDSL's CI ran as main are not on {repo}'s main: taken as branch runs "
+                         "(pull-request runs FlyDSL could not resolve, or commits the clone lacks)")
+    return notes
+
+
+def _naive(ts: datetime) -> datetime:
+    """A record's time as the clone's dates are kept: UTC without a zone."""
+    return ts.astimezone(timezone.utc).replace(tzinfo=None) if ts.tzinfo else ts
+
+
+def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_ref: str | None,
+               series_before: set[tuple[str, str]]) -> int:
+    """The subject's code attribution (`code.read`): the main commits not attributed before, or every stored one
+    when the import brought a series that was not stored (`series_before`, as (benchmark, params)); the number of
+    main commits attributed."""
     measured = [h for (h,) in conn.execute("SELECT hash FROM imported_commits WHERE source = ? AND subject = ? "
                                            "AND on_main", [SOURCE, subject]).fetchall()]
-    series = conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op' FROM results "
-                          "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
-    found = code.read(repo, main_ref, measured, {op for _, _, op in series})
-    conn.execute("DELETE FROM code_changes WHERE subject = ?", [subject])
-    conn.execute("DELETE FROM code_touches WHERE subject = ?", [subject])
+    series = _series(conn, subject)
+    done = set() if {(b, p) for b, p, _ in series} - series_before else {h for (h,) in conn.execute(
+        "SELECT hash FROM code_changes WHERE subject = ?", [subject]).fetchall()}
+    found = code.read(repo, main_ref, measured, {op for _, _, op in series}, done)
+    if not done:
+        conn.execute("DELETE FROM code_changes WHERE subject = ?", [subject])
+        conn.execute("DELETE FROM code_touches WHERE subject = ?", [subject])
     _insert(conn, "code_changes", [{"subject": subject, **asdict(c), "files": list(c.files)} for c in found.changes],
             ("subject", "hash", "position", "merged_pr", "title", "files"))
     _insert(conn, "code_touches", [{"subject": subject, "benchmark": benchmark, "params": params, "hash": commit,
@@ -161,6 +206,12 @@ def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_r
                                    for commit, files in found.touches.get(op, {}).items()],
             ("subject", "benchmark", "params", "hash", "files"))
     return len(found.changes)
+
+
+def _series(conn: duckdb.DuckDBPyConnection, subject: str) -> list[tuple[str, str, str]]:
+    """The subject's imported series: benchmark, params as stored, FlyDSL's op."""
+    return conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op' FROM results "
+                        "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
 
 
 def _refile(conn: duckdb.DuckDBPyConnection, subject: str, full: Resolved, stored: set[str]) -> set[str]:
