@@ -4,6 +4,7 @@ History view, gives the command that bisects it, and stays until the series is b
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -130,3 +131,77 @@ def test_accepting_is_idempotent_atomic_and_safe_under_concurrency(db: Path, pro
     runs = [subprocess.Popen([sys.executable, "-c", script, f"c{i}", str(many)]) for i in range(8)]
     assert [r.wait() for r in runs] == [0] * 8
     assert sorted(a.commit for a in accepted.load(many)) == [f"c{i}" for i in range(8)]
+
+
+def _listed(db: Path, capsys) -> tuple[str, str]:
+    main(["regressions", "--db", str(db), "--benchmark", "attention.Quick.*"])
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def test_acceptances_live_with_the_store_whatever_folder_a_command_runs_in(db: Path, project: AsvProject,
+                                                                          tmp_path: Path, capsys,
+                                                                          monkeypatch) -> None:
+    """Accepted in one folder, read from another: the store's own file beside --db, never ./results."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    monkeypatch.chdir(here)
+    assert main(["accept", SERIES, project.commits[STEP_AT][:8], "--reason", "exact lse", "--db", str(db)]) == 0
+    assert f"({db.with_name('store.accepted.json')};" in capsys.readouterr().out
+    assert not (here / "results").exists()
+    [entry] = accepted.load(tmp_path / "store.accepted.json")
+    assert entry.reason == "exact lse"
+    monkeypatch.chdir(there)
+    out, err = _listed(db, capsys)
+    assert "c1, flydsl, bf16" not in out and not err
+
+
+def test_the_old_results_accepted_json_is_still_applied_and_said(db: Path, project: AsvProject, tmp_path: Path,
+                                                                capsys, monkeypatch) -> None:
+    old = tmp_path / "checkout"
+    monkeypatch.chdir(old.parent)
+    out, _ = _listed(db, capsys)
+    assert "c1, flydsl, bf16" in out  # open without any acceptance
+    accepted.add(old / "results" / "accepted.json", accepted.Acceptance(
+        PROJECT, MACHINE, "attention.Quick.track_time", {"case": "c1", "provider": "flydsl", "dtype": "bf16"},
+        project.commits[STEP_AT], "accepted before the move", accepted.now()))
+    monkeypatch.chdir(old)
+    out, err = _listed(db, capsys)
+    assert "c1, flydsl, bf16" not in out
+    assert "1 acceptance(s) from results/accepted.json" in err and str(db.with_name("store.accepted.json")) in err
+
+
+def test_accept_where_the_folder_cannot_be_written_exits_2_and_says_so(db: Path, project: AsvProject,
+                                                                      tmp_path: Path, capsys, monkeypatch) -> None:
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    target = folder / "accepted.json"
+    if os.geteuid() == 0:  # root writes anywhere: the lock file's open fails as it does for a user
+        def denied(file: Path):
+            raise PermissionError(13, "Permission denied", str(file) + ".lock")
+        monkeypatch.setattr(accepted, "_locked", denied)
+    else:
+        folder.chmod(0o555)
+    try:
+        code = main(["accept", SERIES, project.commits[STEP_AT][:8], "--reason", "r", "--db", str(db),
+                     "--accepted", str(target)])
+    finally:
+        folder.chmod(0o755)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"cannot write {target} (Permission denied: {target}.lock)" in err and "--accepted" in err
+    assert list(folder.iterdir()) == []
+
+
+def test_accept_writes_through_a_link(db: Path, project: AsvProject, tmp_path: Path) -> None:
+    real = tmp_path / "kept" / "levels.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps({"version": accepted.FORMAT_VERSION, "accepted": []}))
+    link = tmp_path / "accepted.json"
+    link.symlink_to(real)
+    for commit in (STEP_AT, STEP_AT - 1):  # the target rewritten twice: the link stays a link
+        assert main(["accept", SERIES, project.commits[commit][:8], "--reason", "r", "--db", str(db),
+                     "--accepted", str(link)]) == 0
+        assert link.is_symlink() and os.readlink(link) == str(real)
+    assert [a.commit for a in accepted.load(real)] == [project.commits[STEP_AT], project.commits[STEP_AT - 1]]
+    assert not list(tmp_path.glob(".*.tmp")) and not list(real.parent.glob(".*.tmp"))

@@ -1,9 +1,10 @@
 """`flybench accept SERIES COMMIT --reason ...`: accept a series' new level, so its alert closes.
 
-The acceptance is written to the accepted-levels file kept with the results
-(flybench.regress.accepted), which `flybench regressions` reads: a step at
-or before the accepted commit is no longer reported. Commit the file with
-the results, so the next nightly sees it.
+The acceptance is written to the accepted-levels file of the store `--db`
+names (`<database name>.accepted.json` beside it; flybench.regress.accepted),
+which `flybench regressions` and the dashboard read: a step at or before the
+accepted commit is no longer reported. Commit the file with the results, so
+the next nightly sees it.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "accept", help="accept a series' new level as its baseline, with a reason",
         description="Record that the level of SERIES at COMMIT is accepted (an intended trade-off, a new "
-                    "baseline): `flybench regressions` stops reporting the step that led there. "
-                    "Exit status: 0 recorded, 2 bad input (unknown series, machine or commit).")
+                    "baseline): `flybench regressions` and the dashboard stop reporting the step that led there. "
+                    "The acceptance is kept beside the database (--db), in <database name>.accepted.json. "
+                    "Exit status: 0 recorded, 2 bad input (unknown series, machine or commit; a file that cannot "
+                    "be written).")
     parser.add_argument("series", help="benchmark(params), as the alert names it, e.g. "
                                        "'attention.Quick.track_time(B1S1H4Hkv4D128_causal, flex, bf16)'")
     parser.add_argument("commit", help="the commit (or unique prefix) whose level becomes the baseline")
@@ -31,8 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--machine", help="machine of the series (needed when several machines have it)")
     parser.add_argument("--subject", help="repository of the commits (needed when several have the series)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
-    parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
-                        help=f"accepted-levels file (default: {accepted.DEFAULT_PATH})")
+    parser.add_argument("--accepted", type=Path,
+                        help="accepted-levels file (default: the store's own, beside --db: "
+                             f"{accepted.beside(DEFAULT_DB)} for the default database)")
     return parser
 
 
@@ -64,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
                             + ", ".join(c[:8] for c in commits))
     params = json.loads(rows["params"].iloc[0])
     entry = accepted.Acceptance(subject, machine, benchmark, params, matches[0], args.reason.strip(), accepted.now())
-    path, new = accepted.add(args.accepted, entry)
+    path, new = accepted.add(args.accepted or accepted.beside(args.db), entry)
     name = series_name(benchmark, list(params.values()))
     if not new:
         print(f"{name} on {machine} is already accepted at {matches[0][:8]} in {path}: nothing changed")

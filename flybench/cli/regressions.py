@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -28,9 +29,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "at 2% or more). Exit status: 0 none, 1 an open alert or a standing worse change, 2 bad input "
                     "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
-    parser.add_argument("--accepted", type=Path, default=accepted.DEFAULT_PATH,
-                        help="accepted levels (flybench accept): steps up to them are not reported "
-                             f"(default: {accepted.DEFAULT_PATH}, if it exists)")
+    parser.add_argument("--accepted", type=Path,
+                        help="accepted levels (flybench accept): steps up to them are not reported (default: the "
+                             "store's own file beside --db, <database name>.accepted.json, if it exists; and, while "
+                             f"it exists, the old {accepted.OLD_PATH} of the working folder, said on stderr)")
     parser.add_argument("--runs", choices=("main", "pr", "branch", "all"), default="main",
                         help="whose steps: main's (default, the nightly report), pull requests' runs, other "
                              "branches', or all; a pull request's own check is `flybench gate`")
@@ -43,6 +45,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
+def acceptances(args: argparse.Namespace) -> list[accepted.Acceptance]:
+    """The store's acceptances (or --accepted's), saying on stderr when the old file of this folder is applied."""
+    found, note = accepted.for_store(args.db, args.accepted)
+    if note:
+        print(f"flybench regressions: {note}", file=sys.stderr)
+    return found
+
+
 def main(args: argparse.Namespace) -> int:
     dashboard = None if args.dashboard_url is None else link_address(args.dashboard_url, "--dashboard-url")
     names = sorted(set(check_scope(args.db, args.machine, args.subject)["name"]))
@@ -50,7 +60,7 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError(_no_match(args.benchmark, names))
     found = stored.regressions(args.db, machine=args.machine, subject=args.subject,
                                 benchmark=args.benchmark, config=args.config,
-                                accepted=accepted.load(args.accepted), closed=args.closed)
+                                accepted=acceptances(args), closed=args.closed)
     found = [r for r in found if args.runs in ("all", r.context)]
     found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
     runs = queries.longest_series(args.db, args.machine, args.subject)

@@ -2,11 +2,19 @@
 
 A nightly alert stays open until a later night shows the series back, or
 until someone accepts the new level with a reason (`flybench accept`), as
-Conbench and CodSpeed let users do. Acceptances live in a JSON file kept
-with the results (default `results/accepted.json`, committed like them, so a
-rebuilt database keeps them): a versioned object whose `accepted` list holds
-one entry per acceptance. A step of that series whose first bad commit is
-at or before the accepted commit is no longer reported.
+Conbench and CodSpeed let users do. Acceptances belong to the store whose
+alerts they close: they live beside the database `--db` names, in
+`<database name>.accepted.json` (`results/flybench.accepted.json` for the
+default store; commit it with the results, so a rebuilt database keeps
+them), whatever folder a command runs in. The file is a versioned object
+whose `accepted` list holds one entry per acceptance. A step of that series
+whose first bad commit is at or before the accepted commit is no longer
+reported.
+
+Before, the file was `results/accepted.json` relative to the working folder,
+so a command run from another folder left an accepted alert open. Readers
+still apply that old file where it exists (a migration path, said wherever
+it is applied); `flybench accept` writes only beside the store.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ from typing import Any
 from flybench.errors import FlybenchError
 from flybench.write_target import check_file
 
-DEFAULT_PATH = Path("results") / "accepted.json"
+OLD_PATH = Path("results") / "accepted.json"
+"""Where acceptances lived before they moved beside the store: relative to the working folder."""
+SUFFIX = ".accepted.json"
 FORMAT_VERSION = 1
 
 
@@ -44,57 +54,91 @@ class Acceptance:
         return (self.subject, self.machine, self.benchmark, self.params) == (subject, machine, benchmark, params)
 
 
-def load(path: Path | None) -> list[Acceptance]:
-    """The acceptances in `path` (none when the file does not exist); a malformed file is an error."""
-    file = path or DEFAULT_PATH
-    if file.is_dir():
-        raise FlybenchError(f"accepted-levels file {file} is a directory: pass the file, e.g. {file / 'accepted.json'}")
-    if not file.is_file():
-        if path is not None and path != DEFAULT_PATH:
-            raise FlybenchError(f"accepted-levels file {file} not found; `flybench accept` creates it")
-        return []
+def beside(db: Path) -> Path:
+    """The acceptances of the store at `db`: `<db's name without its extension>.accepted.json` in its folder."""
+    return db.with_name(db.stem + SUFFIX)
+
+
+def for_store(db: Path, given: Path | None = None) -> tuple[list[Acceptance], str]:
+    """The acceptances readers of the store at `db` apply, and a sentence to show where they came from in part.
+
+    `given` (an `--accepted` file) is read alone. Else the store's own file
+    (`beside`), plus the old `results/accepted.json` of the working folder
+    while it exists: its entries are applied too, and the sentence says so and
+    what to do about it.
+    """
+    if given is not None:
+        return load(given), ""
+    own = beside(db)
+    found = load(own) if own.is_file() else []
+    if not OLD_PATH.is_file() or OLD_PATH.resolve() == own.resolve():
+        return found, ""
+    old = load(OLD_PATH)
+    return found + [a for a in old if a not in found], (
+        f"also applied: {len(old)} acceptance(s) from {OLD_PATH} in this folder, where `flybench accept` wrote "
+        f"them before; it now writes beside the store, to {own}: accept them again there (or move the file) "
+        f"and delete {OLD_PATH}")
+
+
+def load(path: Path) -> list[Acceptance]:
+    """The acceptances in `path`; a missing, unreadable or malformed file is an error."""
+    if path.is_dir():
+        raise FlybenchError(f"accepted-levels file {path} is a directory: pass the file, e.g. {path / 'accepted.json'}")
+    if not path.is_file():
+        raise FlybenchError(f"accepted-levels file {path} not found; `flybench accept` creates it")
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
             raise ValueError(f"expected an object with \"version\": {FORMAT_VERSION}")
         return [Acceptance(**entry) for entry in data["accepted"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FlybenchError(f"{file} is not an accepted-levels file ({exc}); fix or remove it") from exc
+        raise FlybenchError(f"{path} is not an accepted-levels file ({exc}); fix or remove it") from exc
 
 
-def add(path: Path | None, acceptance: Acceptance) -> tuple[Path, bool]:
+def add(path: Path, acceptance: Acceptance) -> tuple[Path, bool]:
     """Add one acceptance (the file is created if absent): the file, and whether the entry was new.
 
     The same series accepted at the same commit again changes nothing. The
     file is rewritten whole under an exclusive lock (`<file>.lock`), to a
     temporary file that is synced and then renamed over it, so a full disk
-    or a concurrent `accept` never leaves it truncated or loses an entry.
+    or a concurrent `accept` never leaves it truncated or loses an entry. A
+    symbolic link is written through: its target is the file replaced, the
+    link stays.
     """
-    file = path or DEFAULT_PATH
-    if file.is_dir():
-        raise FlybenchError(f"accepted-levels file {file} is a directory: pass a file, e.g. {file / 'accepted.json'}")
-    check_file(file)  # the rename below would replace a device node (as root, /dev/null itself) with this file
+    if path.is_dir():
+        raise FlybenchError(f"accepted-levels file {path} is a directory: pass a file, e.g. {path / 'accepted.json'}")
+    check_file(path)  # the rename below would replace a device node (as root, /dev/null itself) with this file
+    file = Path(os.path.realpath(path))  # a link's target: replacing the link itself would cut it
+    check_file(file)
     check_file(_lock_path(file))  # opening a FIFO there would block
-    file.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(file):
-        current = load(file) if file.is_file() else []
-        if any(a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark, acceptance.params)
-               and a.commit == acceptance.commit for a in current):
-            return file, False
-        entries = [asdict(a) for a in current] + [asdict(acceptance)]
-        text = json.dumps({"version": FORMAT_VERSION, "accepted": entries}, indent=1) + "\n"
-        temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        try:
-            with temporary.open("w", encoding="utf-8") as out:
-                out.write(text)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, file)
-        except OSError as exc:
-            temporary.unlink(missing_ok=True)
-            raise FlybenchError(f"cannot write {file} ({exc.strerror or exc}): it is unchanged; free space or fix "
-                                "its folder's permissions, then accept again") from exc
-    return file, True
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(file):
+            current = load(file) if file.is_file() else []
+            if any(a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark, acceptance.params)
+                   and a.commit == acceptance.commit for a in current):
+                return path, False
+            entries = [asdict(a) for a in current] + [asdict(acceptance)]
+            _replace(file, json.dumps({"version": FORMAT_VERSION, "accepted": entries}, indent=1) + "\n")
+    except OSError as exc:
+        raise FlybenchError(f"cannot write {path} ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}"
+                            "): nothing was accepted; make its folder writable, or pass --accepted with a file in a "
+                            "folder you can write") from exc
+    return path, True
+
+
+def _replace(file: Path, text: str) -> None:
+    """`file` holds `text` whole, or keeps what it held: written to a synced temporary file renamed over it."""
+    temporary = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, file)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 @contextlib.contextmanager
