@@ -16,6 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
+
 
 def beside_results(results_dir: Path, machine: str, commit: str, env: str, suffix: str) -> Path:
     """asv's `<machine>/<commit8>-<env>.json` with `suffix` (one asv ignores) in place of `.json`."""
@@ -34,12 +37,23 @@ def append(path: Path, line: str) -> None:
         os.fsync(handle.fileno())
 
 
+def check_regular(path: Path) -> None:
+    """An error unless `path` is a regular file (or a link to one): a FIFO named like a record file blocked
+    `flybench run --durations` and `--resume` until someone killed them, and /dev/zero never ends."""
+    what = describe(path)
+    if what != "a regular file":
+        raise FlybenchError(f"{path} is {what}, not a record file flybench writes, so it was not read: remove it "
+                            "(or move it out of the results tree) and run again")
+
+
 def read(path: Path, check: Callable[[dict[str, Any]], None]) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every object `check` accepts, in file order, and a warning per line skipped.
+    """Every object `check` accepts, in file order, and a warning per line skipped; an error, before anything is
+    opened, for a path that is no regular file (`check_regular`).
 
     `check` raises ValueError, KeyError or TypeError for an object its format
     cannot use, and may normalise the object in place.
     """
+    check_regular(path)
     records, warnings = [], []
     with path.open("rb") as lines:  # decoded line by line: bytes that are not UTF-8 cost their line, not the file
         for number, raw in enumerate(lines, start=1):

@@ -51,7 +51,7 @@ class Case:
 def stored_durations(where: Path) -> dict[CaseKey, float]:
     """`measure_s` of each case's latest record in the case-record files at `where` (a machine's folder of a
     results tree, or one record file); nothing when it holds none."""
-    paths = [where] if where.is_file() else sorted(where.glob(f"*{records.SUFFIX}")) if where.is_dir() else []
+    paths = [where] if where.is_file() else records.files_in(where) if where.is_dir() else []
     found: dict[CaseKey, float] = {}
     for path in paths:
         for key, record in records.latest(records.read(path)[0]).items():

@@ -8,6 +8,7 @@ into them and prints what happened.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -28,6 +29,7 @@ def dealt_cases(args: argparse.Namespace, runnable: list[Choice], shape_set: str
     """The cases this call measures: the selection, its shard (--shard), less those already recorded (--resume);
     each with its expected seconds. Prints the deal's name, so the logs of a pool's shards can be compared."""
     keys = case_keys(shape_set, runnable, args.case)
+    records.files_in(results / machine)  # the record files this run reads and appends to: no FIFO among them
     source = args.durations or results / machine
     if args.durations is not None:
         _check_durations(args.durations)
@@ -42,7 +44,7 @@ def dealt_cases(args: argparse.Namespace, runnable: list[Choice], shape_set: str
     if args.resume:
         path = records.path_for(results, machine, commit, env_name)
         finished = {key for key, r in records.latest(records.read(path)[0]).items() if r.get("reason") != DIED} \
-            if path.is_file() else set()
+            if os.path.lexists(path) else set()
         before = len(cases)
         cases = [c for c in cases if c.key not in finished]
         print(f"resume: {before - len(cases)} of {before} cases already recorded for this commit; {len(cases)} to go")
@@ -142,7 +144,7 @@ def run_dealt(args: argparse.Namespace, device: hardware.Device, runnable: list[
     print_run_summary(results / machine, run_id)
     if args.gpus and len(crew) > 1:
         this_run = run_records(results / machine, run_id)
-        history = [r for path in sorted((results / machine).glob(f"*{records.SUFFIX}"))
+        history = [r for path in records.files_in(results / machine)
                    for r in records.read(path)[0] if r.get("run_id") != run_id]
         for line in gpu_check.lines(gpu_check.figures(this_run, history)):
             print(line)

@@ -18,7 +18,7 @@ from flybench.measure import record as records
 def run_records(machine_dir: Path, run_id: str) -> list[dict]:
     """Records of one run from the machine's case-record files, latest per case."""
     found: dict[tuple, dict] = {}
-    for path in sorted(machine_dir.glob(f"*{records.SUFFIX}")):
+    for path in records.files_in(machine_dir):
         found.update(records.latest(records.read(path)[0], run_id))
     return list(found.values())
 

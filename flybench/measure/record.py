@@ -117,6 +117,15 @@ def append(path: Path, record: CaseRecord) -> None:
     jsonl.append(path, record.to_json())
 
 
+def files_in(folder: Path) -> list[Path]:
+    """The case-record files of a machine's folder, sorted; an error naming the first that is no regular file
+    (`jsonl.check_regular`), before any is read or a case is measured."""
+    paths = sorted(folder.glob(f"*{SUFFIX}"))
+    for path in paths:
+        jsonl.check_regular(path)
+    return paths
+
+
 def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every usable record in file order (later lines are later measurements), and a warning per skipped line."""
     return jsonl.read(path, _check)
