@@ -98,20 +98,40 @@ def amdahl_checks(variants: dict[str, dict]) -> dict[str, dict]:
     return checks
 
 
-def main(argv: list[str] | None = None) -> int:
-    import jax
+def repeats(text: str) -> int:
+    """The argparse type of --repeats: a whole number of timed calls, 1 or more (0 had no median to take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of calls above 0: give how many calls to "
+                                         "time after the checked one, e.g. --repeats 20")
+    return value
 
-    from flybench import hardware
-    from flybench.workloads import get_workload
+
+def main(argv: list[str] | None = None) -> int:
+    from flybench.cli._output import output_path
+    from flybench.workloads import SHAPE_SETS, get_workload
 
     parser = argparse.ArgumentParser(prog="python -m studies.model_lane", description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="quick", help="the mixtral_step cases to run (tiny, quick, full)")
+    parser.add_argument("--set", default="quick", choices=SHAPE_SETS, help="the mixtral_step cases to run")
     parser.add_argument("--case", action="append", help="only these cases of the set (repeatable; default all)")
     parser.add_argument("--providers", nargs="+", default=list(PROVIDERS), choices=list(PROVIDERS))
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--repeats", type=repeats, default=20, help="timed calls a variant (default 20)")
+    parser.add_argument("--out", type=output_path, required=True,
+                        help="the JSON file to write (checked before any work: a folder there was found only at "
+                             "the end, after minutes of measuring)")
     args = parser.parse_args(argv)
     workload = get_workload("mixtral_step")
+    cases = [c for c in workload.cases(args.set) if not args.case or c.name in args.case]
+    if not cases:
+        parser.error(f"no case of the {args.set} set is named {', '.join(args.case)}: "
+                     f"{', '.join(c.name for c in workload.cases(args.set))}")
+    import jax  # after the arguments are checked: it takes seconds to load and to find the device
+
+    from flybench import hardware
+
     device = jax.devices()[0]
     document: dict[str, Any] = {
         "what": __doc__.splitlines()[0], "command": "python -m studies.model_lane " + " ".join(argv or sys.argv[1:]),
@@ -121,10 +141,6 @@ def main(argv: list[str] | None = None) -> int:
                        "trace_steps": roles.STEPS},
         "steps": []}
     torch_device = hardware.detect().torch_device
-    cases = [c for c in workload.cases(args.set) if not args.case or c.name in args.case]
-    if not cases:
-        parser.error(f"no case of the {args.set} set is named {', '.join(args.case)}: "
-                     f"{', '.join(c.name for c in workload.cases(args.set))}")
     for case in cases:
         inputs = workload.make_inputs(case, "bf16", torch_device, seed=0)
         reference = lane.reference(case, inputs)
