@@ -52,13 +52,21 @@ def replay(series: dict, att: scan.Attribution) -> scan.Scan:
 
 
 def test_a_step_over_a_range_that_changed_the_kernel_opens_an_alert_that_says_why() -> None:
-    values = noisy(1000, 8, 1) + [v * 0.94 for v in noisy(1000, 6, 2)]
-    found = replay({(BENCH, "a"): values}, attribution(14, {"c08": [(BENCH, "a")]}))
+    values = noisy(1000, 10, 1) + [v * 0.94 for v in noisy(1000, 6, 2)]
+    found = replay({(BENCH, "a"): values}, attribution(16, {"c10": [(BENCH, "a")]}))
     [alert] = found.alerts
-    assert (alert.regression.step.last_good, alert.regression.step.first_bad, alert.status) == ("c07", "c08", "open")
-    assert alert.regression.evidence == ("code (files only: no registered kernel covers this series): #108 changed "
+    assert (alert.regression.step.last_good, alert.regression.step.first_bad, alert.status) == ("c09", "c10", "open")
+    assert alert.regression.evidence == ("code (files only: no registered kernel covers this series): #110 changed "
                                          "what it runs (kernels/gemm.py)")
-    assert alert.opened_through == "c09"  # seen once two runs held the new level
+    assert alert.opened_through == "c11"  # seen once two runs held the new level
+
+
+def test_a_young_series_alone_is_not_judged_until_its_runs_say_how_they_scatter() -> None:
+    """Eight runs of a series with no other series of its workload on the machine: its step waits until the
+    series has more than YOUNG runs."""
+    values = noisy(1000, 8, 1) + [v * 0.94 for v in noisy(1000, 6, 2)]
+    [alert] = replay({(BENCH, "a"): values}, attribution(14, {"c08": [(BENCH, "a")]})).alerts
+    assert (alert.regression.step.first_bad, alert.opened_through) == ("c08", f"c{scan.YOUNG:02d}")
 
 
 def test_the_same_step_over_a_range_that_changed_nothing_it_runs_is_the_environment_s() -> None:
@@ -353,3 +361,16 @@ def test_a_replay_resumed_from_a_stored_checkpoint_equals_the_whole_replay() -> 
         chunk = frame[frame["commit_hash"].isin([f"c{i:02d}" for i in range(start, start + 7)])]
         resumed = pickle.loads(pickle.dumps(resumed.feed(chunk, att).trimmed())).resumed(RegressConfig())
     assert resumed.scan() == whole
+
+
+def test_a_series_that_slides_a_little_every_run_opens_one_alert_at_its_onset() -> None:
+    """A steady slide of 1% a run over twenty runs, every commit touching the kernel: its onset looks like a step,
+    and from then on the series' own trend before each boundary explains every further level, so it is one
+    alert, not one a week. The same 6% at once is one step."""
+    touched = {f"c{i:02d}": [(BENCH, "a")] for i in range(30)}
+    slide = [1000.0 * 0.99 ** max(0, i - 10) * (1 + 0.001 * (i % 2)) for i in range(30)]
+    [alert] = replay({(BENCH, "a"): slide}, attribution(30, touched)).alerts
+    assert alert.regression.step.first_bad in ("c11", "c12")
+    at_once = [1000.0 * (1 + 0.001 * (i % 2)) * (0.94 if i >= 20 else 1) for i in range(30)]
+    assert [a.regression.step.first_bad for a in replay({(BENCH, "a"): at_once}, attribution(30, touched)).alerts] \
+        == ["c20"]

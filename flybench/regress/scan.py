@@ -352,11 +352,12 @@ class Replay:
         return self
 
     def _typical(self, s: _Series) -> float:
-        """The median scatter of the series of `s`'s (environment, workload) that have YOUNG runs or more: the
-        least noise a young series is held to (four runs can agree by chance far more closely than its kernel's
-        runs do)."""
-        mature = [_scatter(o) for o in self.series.values() if o.group == s.group and len(o.nets) > YOUNG]
-        return statistics.median(mature) if mature else 0.0
+        """The median scatter of the other series of `s`'s (environment, workload): the least noise a young series
+        is held to (four runs can agree by chance far more closely than its kernel's runs do; the median over its
+        workload's series rests on many more)."""
+        others = [_scatter(o) for o in self.series.values() if o is not s and o.group == s.group
+                  and len(o.nets) > MIN_BEFORE]
+        return statistics.median(others) if others else 0.0
 
     def trimmed(self) -> Replay:
         """The replay with each series' runs cut to what later judgements read (the newest KEPT runs, and every run
@@ -513,6 +514,16 @@ def _few_runs(df: int) -> float:
 _FEW_RUNS: dict[int, float] = {}
 
 
+def _drift(before: list[float], window: int, after: int) -> float:
+    """How far the series' own trend before the boundary carries it from the old level's middle to the new level's:
+    the median run-to-run move over the runs before (toward worse only) times the runs between the two medians. A
+    series that slides a little every run reaches a new level without a step."""
+    jumps = [b - a for a, b in zip(before, before[1:])]
+    if len(jumps) < 2:
+        return 0.0
+    return max(0.0, statistics.median(jumps)) * ((window + 1) / 2 + (after - 1) / 2)
+
+
 def _visited(before: list[float], old: float, new: float) -> bool:
     """Whether the series already sat at the new level before the boundary: VISITS of its last MODE_RUNS runs
     before the old level's window lie nearer the new level than the old. A bimodal series (a runner's modes, a
@@ -537,7 +548,12 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
     if n < MIN_BEFORE + PERSIST or min(s.nets[-PERSIST:]) - min(s.nets[max(0, n - AFTER - LEVEL - 1):n - PERSIST]) \
             < floor / 2:
         return None  # no boundary's old level can lie half the floor below its newest runs: nothing to judge
-    noise = _scatter(s) if len(s.nets) > YOUNG else max(_scatter(s), typical(s))
+    noise = _scatter(s)
+    if len(s.nets) <= YOUNG:
+        held = typical(s)
+        if not held:
+            return None  # a young series with no other series of its workload: nothing says how its runs scatter
+        noise = max(noise, held)
     needed = max(floor, t.noise_k * noise, DIGITS * s.half_digit())
     best = None
     for after in range(PERSIST, AFTER + 1):
@@ -548,7 +564,7 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
                 continue
             window = s.nets[max(0, k - LEVEL):k]
             old, new = statistics.median(window), statistics.median(s.nets[i:])
-            rise = new - old
+            rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i)
             if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
                 continue  # too small, a run at the new level too near the old, or the step came before the window
             if spread == 2 and not (rise / 4 <= s.nets[k] - old <= rise * 3 / 4):
