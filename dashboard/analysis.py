@@ -22,6 +22,7 @@ import pandas as pd
 from dashboard.frames import case_text, cell_text, fmt
 from flybench.benchmark_names import workload_of
 from flybench.regress import CaseResult, Comparison, RegressConfig, Regression, load_config, stored
+from flybench.regress.accepted import Acceptance
 from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
 from flybench.regress.history import Point, detect
 from flybench.regress.noise import Noise
@@ -38,19 +39,22 @@ MACHINE_FIELDS = frozenset({"device", "arch", "clocks", "roofline_basis"})
 CASE_COLUMNS = ["verdict", "benchmark", "parameters", "case_params", "workload", "case", "provider", "dtype", "unit",
                 "base", "head", "change", "base_text", "head_text", "test", "p_value", "evidence"]
 STEP_COLUMNS = ["machine", "env_name", "params", "last_good", "first_bad", "first_bad_date", "before", "after",
-                "relative", "confidence", "noise", "unit", "worse"]
+                "relative", "confidence", "noise", "unit", "worse", "evidence", "attributed"]
 
 
 def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
                   subject: str | None = None, series: list[tuple[str, str, str]] | None = None,
-                  config: RegressConfig | None = None) -> pd.DataFrame:
-    """The steps `flybench regressions` finds in the series of one benchmark (every change if deterministic).
+                  config: RegressConfig | None = None, accepted: list[Acceptance] | None = None) -> pd.DataFrame:
+    """The steps `flybench regressions` finds in the series of one benchmark (every change if deterministic),
+    with the alert's evidence and the commits it attributes the step to (`attributed_to`).
 
     Read from the steps the last ingest stored (`flybench.regress.stored`;
-    computed here only where they are stale). `series`: only these
-    (machine, env_name, params) keys, the series a page draws.
+    computed here only where they are stale), `accepted` levels applied as
+    there. `series`: only these (machine, env_name, params) keys, the series a
+    page draws.
     """
-    found = stored.regressions(db_path, subject=subject, benchmark=glob.escape(benchmark), config=config)
+    found = stored.regressions(db_path, subject=subject, benchmark=glob.escape(benchmark), config=config,
+                               accepted=accepted)
     wanted = None if series is None else {(m, e, json.dumps(json.loads(p))) for m, e, p in series}
     found = [r for r in found if r.env_name and (machines is None or r.machine in machines)
              and (wanted is None or (r.machine, r.env_name, json.dumps(r.params)) in wanted)]
@@ -60,7 +64,21 @@ def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | Non
         "machine": r.machine, "env_name": r.env_name, "params": json.dumps(r.params), "last_good": r.step.last_good,
         "first_bad": r.step.first_bad, "first_bad_date": dates[r.subject].get(r.step.first_bad),
         "before": r.step.before, "after": r.step.after, "relative": r.step.relative, "confidence": r.step.confidence,
-        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse} for r in found], columns=STEP_COLUMNS)
+        "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse, "evidence": evidence_of(r),
+        "attributed": attributed_to(r.evidence)} for r in found], columns=STEP_COLUMNS)
+
+
+ATTRIBUTED = re.compile(r"#\d+")
+
+
+def attributed_to(evidence: str) -> str:
+    """The pull requests the history scan attributes a step to, as its evidence names them ('#768'), or '' where
+    the step rests on no code (the environment's) or names none: the range's newest commit is only where the
+    step was first seen, not what made it (docs/alerts.md)."""
+    first = evidence.split("; ")[0]
+    if not first.startswith("code"):
+        return ""
+    return ", ".join(dict.fromkeys(ATTRIBUTED.findall(first)))
 
 
 def resource_changes(rows: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,8 @@ from dashboard import filters, frames, ui
 from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
-from flybench.regress import stored
+from flybench.regress import accepted, stored
+from flybench.regress.report import literal_markdown
 from flybench.regress.counters import counter_changes
 from flybench.regress.compare import compare
 from flybench.store import DEFAULT_DB, queries
@@ -124,6 +125,21 @@ def roofs() -> pd.DataFrame:
     roofs = frames.machine_roofs(latest, latest["machine"].dropna()) if not latest.empty \
         else pd.DataFrame(columns=["ceiling", "dtype", "tflops", "gbps", "basis", "machine"])
     return roofs.astype({"tflops": float, "gbps": float})  # a machine with no roof leaves the columns untyped
+
+
+def acceptances() -> list[accepted.Acceptance]:
+    """The accepted levels of this store, as `flybench regressions --db` applies them (`accepted.for_store`):
+    every page that shows or counts an alert applies these. A file that cannot be read is said, and none applied;
+    the old `results/accepted.json` of the folder the dashboard started in is applied too while it exists, and
+    said."""
+    try:
+        found, note = accepted.for_store(db_path())
+    except FlybenchError as exc:
+        st.warning(f"Accepted levels not applied: {literal_markdown(str(exc))}")
+        return []
+    if note:
+        st.caption(literal_markdown(note[0].upper() + note[1:] + "."))
+    return found
 
 
 def facets() -> tuple[pd.DataFrame, set[str] | None]:

@@ -30,8 +30,9 @@ flybench import flydsl-ci --db {db} HISTORY.json   # add FlyDSL CI's own history
 
 def cannot_read(path: Path, problem: str) -> None:
     """A database that is missing, locked by a writer or of an older schema: say what to do about it."""
-    if "locked" in problem:
-        st.warning(f"**The database is busy.** {problem}\n\nReload this page when the ingest has finished.")
+    if "locked" in problem:  # the holder's process and the server's paths are the operator's, not a visitor's
+        st.warning("**The database is busy:** another program (an ingest, say) is writing to it. "
+                   "Reload this page when it has finished.")
     else:
         fill_instructions(path, problem)
 

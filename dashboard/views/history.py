@@ -29,8 +29,8 @@ MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page a
 MAX_POINTS = 100
 COLUMNS = ["panel", "series", "provider", "order", "short", "commit_date", "run", "message", "author", "status", "value",
            "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "url", "machine", "env_name", "params"]
-STEP_COLUMNS = ["panel", "series", "last_good", "first_bad", "first_bad_date", "run", "message", "author", "what",
-                "alert", "bisect"]
+STEP_COLUMNS = ["panel", "series", "attributed", "evidence", "last_good", "first_bad", "first_bad_date", "run",
+                "message", "author", "what", "alert", "bisect"]
 SERIES = ["machine", "env_name", "params"]
 
 
@@ -63,7 +63,7 @@ def main() -> None:
     for subject, chosen in cases[cases["case_text"] == case].groupby("subject", sort=True):
         series = sorted(chosen[SERIES].drop_duplicates().itertuples(index=False, name=None))
         steps = data.load("history_steps", benchmark=benchmark, machines=sorted(chosen["machine"].unique()),
-                          subject=subject, series=series, config=load_config())
+                          subject=subject, series=series, config=load_config(), accepted=data.acceptances())
         rows = data.load("benchmark_history", benchmark=benchmark, machines=sorted(chosen["machine"].unique()),
                          subject=subject, params=sorted(chosen["params"].unique()), max_points=MAX_POINTS,
                          keep=sorted(set(steps["last_good"]) | set(steps["first_bad"])))
@@ -130,10 +130,14 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
         st.caption("Detected steps: none in these series clears the regression thresholds (flybench.toml [regress]).")
         return
     st.subheader("Detected steps")
-    st.caption("Found by asv's step detection with flybench's noise calibration, as `flybench regressions` finds "
-               "them; the red dashed rules mark the first bad commit. `alert` opens the series' row on the "
-               "Regressions page; `bisect` finds the commit inside a range.")
+    st.caption("The alerts `flybench regressions` reports for these series (accepted levels left out), with "
+               "their evidence: 'attributed to' names the pull requests whose code the scan found changed what the "
+               "series runs in the range, as the CLI does; the red dashed rules mark the range's newest commit, "
+               "where the step was first measured (its message is that commit's, not necessarily the cause's), "
+               "labelled with the attributed pull request where there is one. `alert` opens the series' row on "
+               "the Regressions page; `bisect` finds the commit inside a range.")
     ui.table(steps, f"steps-{subject}", STEP_COLUMNS, column_config={
+        "attributed": "attributed to", "message": "range's newest commit: message",
         "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
         "alert": st.column_config.LinkColumn("alert", display_text="open"),
         "bisect": st.column_config.TextColumn("bisect command")})
@@ -180,7 +184,9 @@ def step_marks(steps: pd.DataFrame, rows: pd.DataFrame, benchmark: str, subject:
     marked["run"] = marked["first_bad"].map(runs).fillna("")
     marked["first_bad_order"] = marked["first_bad"].map(rows.drop_duplicates("commit_hash")
                                                         .set_index("commit_hash")["order"])
-    marked["tag"] = [f"{c[:8]} {m}".strip()[:48] for c, m in zip(marked["first_bad"], marked["message"])]
+    marked["tag"] = [f"{a} (attributed), seen at {c[:8]}"[:48] if a else f"{c[:8]} {m}".strip()[:48]
+                     for a, c, m in zip(marked["attributed"], marked["first_bad"], marked["message"])]
+    # the alert's pull request as the CLI names it; the range's newest commit only where the scan names none
     marked["what"] = [f"{s}: {frames.step_text(r)}" for s, r in zip(marked["series"], marked.itertuples())]
     names = [series_name(benchmark, list(frames.params_dict(p).values())) for p in marked["params"]]
     marked["alert"] = [ui.alert_link(subject, m, n, st.query_params.get("runs"))

@@ -154,7 +154,8 @@ def where_it_stands(allowed: pd.DataFrame) -> None:
     main_rows = filters.within(main_rows, allowed, ("subject", "arch", "machine", "benchmark"))
     if main_rows.empty:
         return
-    found = [r for r in data.load("regressions", config=load_config()) if r.regressed and r.context == "main"]
+    found = [r for r in data.load("regressions", config=load_config(), accepted=data.acceptances())
+             if r.regressed and r.context == "main"]  # accepted levels close alerts here as on Regressions
     alerts = pd.DataFrame([{"machine": r.machine, "benchmark": r.benchmark, "params": json.dumps(r.params)}
                            for r in found], columns=["machine", "benchmark", "params"])
     table = frames.standing(main_rows, alerts)

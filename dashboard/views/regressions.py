@@ -19,7 +19,6 @@ import streamlit as st
 
 from dashboard import analysis, charts, data, filters, frames, ui
 from flybench.benchmark_names import is_compile_duration, series_name
-from flybench.errors import FlybenchError
 from flybench.regress import accepted, load_config
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.report import literal_markdown
@@ -35,14 +34,16 @@ def main() -> None:
     st.caption("Alerts: steps the history scan found, replaying every commit of each machine in order, judged "
                "against each series' own scatter, net of the runner's per-job shifts, and attributed to code by "
                "what each commit range changed (docs/alerts.md); each says its evidence. Accepted levels "
-               f"({accepted.DEFAULT_PATH}, `flybench accept`) close their alert here as in `flybench regressions`. "
+               "(`flybench accept`, kept beside the database) close their alert here as in `flybench regressions`, "
+               "on every page and in every count. "
                "Every change of a deterministic metric is exact.")
     data.require_data(resources=True)
     facets, rule = data.facets()
     allowed = filters.scope(facets, ("subject", "arch", "machine", "workload"))
     closed = st.toggle("Also list alerts that recovered or were accepted", key="closed", bind="query-params")
     # stored by the last ingest; a flybench.toml edit (part of the key) is answered afresh until the next one
-    found = data.load("regressions", config=load_config(), accepted=acceptances(), closed=closed) \
+    levels = data.acceptances()
+    found = data.load("regressions", config=load_config(), accepted=levels, closed=closed) \
         + data.load("counter_changes")
     rows = filters.within(analysis.regression_rows(found), allowed, ("subject", "machine", "workload"))
     source = facets.groupby("machine")["provenance"].first()
@@ -55,6 +56,7 @@ def main() -> None:
     for column in ("base_text", "head_text", "label"):
         rows[column] = [frames.mark(t, p) for t, p in zip(rows[column], rows["provenance"])]
     steps(rows[rows["kind"] == "step"])
+    accepted_levels(levels, allowed)
     environment_steps(rows[rows["kind"] == ENVIRONMENT])
     resource_changes(rows[rows["kind"] == "change"])
     if durations.any():
@@ -63,13 +65,17 @@ def main() -> None:
     ui.provenance_note(rows)
 
 
-def acceptances() -> list[accepted.Acceptance]:
-    """The accepted levels `flybench regressions` applies; a file it cannot read is said, and none is applied."""
-    try:
-        return accepted.load(None)
-    except FlybenchError as exc:
-        st.warning(f"Accepted levels not applied: {literal_markdown(str(exc))}")
-        return []
+def accepted_levels(levels: list[accepted.Acceptance], allowed: pd.DataFrame) -> None:
+    """The accepted levels that apply here, with the reason each was given: why an alert is no longer open."""
+    shown = [a for a in levels if a.machine in set(allowed["machine"])]
+    if not shown:
+        return
+    st.subheader(f"{len(shown)} accepted level{'s' if len(shown) != 1 else ''}")
+    st.caption("Each closes its series' alerts up to the accepted commit, on every page and in every count "
+               "(`flybench accept`); the reason is the one given then.")
+    ui.table(pd.DataFrame([{"series": series_name(a.benchmark, list(a.params.values())), "machine": a.machine,
+                            "subject": a.subject, "commit": a.commit[:8], "reason": a.reason,
+                            "accepted_at": a.accepted_at} for a in shown]), "accepted-levels")
 
 
 def one_series(rows: pd.DataFrame) -> pd.DataFrame:
@@ -118,7 +124,8 @@ def resource_changes(rows: pd.DataFrame) -> None:
     """Changes of deterministic metrics, exact and ranked by relevance; a table, since 0 -> 28 has no bar."""
     st.header("Resource changes (exact)", divider="gray")
     every = st.toggle("Also list resource changes that are not worse", key="all_changes", bind="query-params")
-    shown = analysis.by_relevance(rows if every else rows[rows["worse"]])
+    shown = analysis.by_relevance(rows if every else rows[rows["worse"].astype(bool)])  # an empty object column
+    # would index columns, not rows, and leave none
     if shown.empty:
         st.success("No resource got worse in this selection." if not every else "No resource changed.")
         return
