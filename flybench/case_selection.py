@@ -16,13 +16,24 @@ of the two chose each case.
 
 The measuring harness (`affected.flybench_timing_shared`) reaches every
 case either way, and documentation none.
+
+Files only say what a change could reach. Of those cases, the gate times
+the ones where what the GPU would run differs (`narrow`): a case whose
+changed files are all kernel code (`affected.kernel_code_only`: the Triton
+kernels' configuration table, or a kernel module whose host code is the
+same at both sides) is timed only when its launches compiled at base and
+head differ (`flybench.compile.case_launches`), and says why either way.
+
+A record steers nothing it should not: its commit must be a commit of the
+repository and its `loaded` a non-empty list of repository-relative paths;
+one that is not is ignored, and the report names it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from flybench.compile.affected import is_doc, some
 from flybench.measure import record as records
@@ -33,22 +44,58 @@ Key = tuple[str, str, str, str]
 RECORDS, IMPORTS = "case records", "static imports"
 
 
-def recorded_files(trees: Iterable[Path], shape_set: str, unchanged_since: Callable[[str, set[str]], bool]
-                   ) -> dict[Key, set[str]]:
+def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[str], str | None],
+                   unchanged_since: Callable[[str, set[str]], bool]) -> tuple[dict[Key, set[str]], list[str]]:
     """Per case of `shape_set`, the files its usable records loaded (their union): the `ok` records under
-    `trees` (results trees, or record files) whose `loaded` list `unchanged_since(commit, files)` accepts."""
+    `trees` (results trees, or record files) whose commit `commit_of` resolves (to a full hash, else None) and
+    whose `loaded` list `unchanged_since(commit, files)` accepts. Also, a line per record that was ignored because
+    it could steer the gate (a commit that is none, `loaded` that is not repository paths) or a file that could
+    not be read as records."""
     found: dict[Key, set[str]] = {}
+    refused: list[str] = []
     for tree in trees:
-        paths = [tree] if tree.is_file() else sorted(tree.rglob(f"*{records.SUFFIX}"))
+        paths = [tree] if not tree.is_dir() else sorted(tree.rglob(f"*{records.SUFFIX}"))
         for path in paths:
+            if not path.is_file():
+                refused.append(f"{path}: not a regular file, not read")
+                continue
             for record in records.read(path)[0]:
-                loaded = record.get("loaded")
-                if (record["status"] != "ok" or record["shape_set"] != shape_set or not isinstance(loaded, list)
-                        or not unchanged_since(str(record.get("commit") or ""), set(map(str, loaded)))):
+                if record["status"] != "ok" or record["shape_set"] != shape_set:
                     continue
                 key = (record["workload"], record["case"], record["provider"], record["dtype"])
-                found.setdefault(key, set()).update(map(str, loaded))
-    return found
+                named = f"{path.name}: {key[0]}/{key[2]} {key[1]} {key[3]}"
+                loaded, commit = record.get("loaded"), record.get("commit")
+                wrong = _not_repository_paths(loaded)
+                if wrong is None and not (isinstance(commit, str) and commit_of(commit)):
+                    wrong = f"its commit {commit!r} is not a commit of the repository"
+                if wrong is not None:
+                    refused.append(f"{named} ({wrong})")
+                    continue
+                full = commit_of(commit)
+                if full and unchanged_since(full, set(loaded)):
+                    found.setdefault(key, set()).update(loaded)
+    return found, refused
+
+
+def _not_repository_paths(loaded: object) -> str | None:
+    """Why `loaded` is not a non-empty list of repository-relative paths; None when it is."""
+    if not isinstance(loaded, list) or not loaded:
+        return f"its loaded files {str(loaded)[:60]!r} are not a non-empty list of repository paths"
+    for path in loaded:
+        if not isinstance(path, str) or not path or path != path.strip() or "\\" in path \
+                or any(not c.isprintable() for c in path) or PurePosixPath(path).is_absolute() \
+                or PureWindowsPath(path).drive or path.startswith("-") \
+                or any(part in ("..", ".") for part in PurePosixPath(path).parts):
+            return f"its loaded file {str(path)[:60]!r} is not a path inside the repository"
+    return None
+
+
+NOTHING_CHANGED = "the change alters no compiled kernel and no host code that launches or measures a case"
+"""The headline of a gate whose changed files reach cases, none of which would run differently."""
+COMPILED_IDENTICALLY = "compiled identically at base and head"
+LAUNCHES_NONE = "it launches none of the project's Triton kernels, and only their kernel code changed"
+PER_CASE = 40
+"""Up to this many timed cases, the report gives each its own line; more are grouped by reason."""
 
 
 @dataclass
@@ -58,43 +105,84 @@ class Chosen:
     selected: list[Key]
     left_out: list[Key]
     by: dict[Key, str]  # each case: RECORDS or IMPORTS
-    why: dict[Key, list[str]] = field(default_factory=dict)  # a selected case: the changed files it loads
+    why: dict[Key, list[str]] = field(default_factory=dict)  # a case a changed file reaches: the files it loads
     shared: list[str] = field(default_factory=list)  # changed files that reach every case
     cannot_run: dict[tuple[str, str, str], str] = field(default_factory=dict)  # selected (workload, provider,
     # dtype) that do not run on this machine, and why
+    timed: dict[Key, list[str]] = field(default_factory=dict)  # after `narrow`: why each selected case is timed
+    untimed: dict[Key, str] = field(default_factory=dict)  # after `narrow`: why a case the files reach is not
+    refused: list[str] = field(default_factory=list)  # records ignored, and why
 
     def runnable(self) -> list[Key]:
         """The selected cases this machine can measure."""
         return [key for key in self.selected if _combination(key) not in self.cannot_run]
 
+    @property
+    def nothing_changed(self) -> bool:
+        """Changed files reach some cases, and not one of them would run differently."""
+        return bool(self.untimed) and not self.selected and not self.shared
+
     def lines(self) -> list[str]:
-        """What the report says: what was selected, by what, from which files, and what cannot run here."""
-        pairs = _pairs(self.selected + self.left_out)
-        total = (f"{_count(len(self.selected) + len(self.left_out), 'case')} in "
-                 f"{_count(len(pairs), 'workload/provider pair')}")
+        """What the report says: what was selected, by what, from which files, why each case the files reach is
+        timed or not, and what cannot run here."""
+        everything = self.selected + self.left_out
+        pairs = _pairs(everything)
+        total = f"{_count(len(everything), 'case')} in {_count(len(pairs), 'workload/provider pair')}"
         by = {how: sum(1 for key in self.by if self.by[key] == how) for how in (RECORDS, IMPORTS)}
         basis = (f"selected by what each case loaded (its case record) for {_count(by[RECORDS], 'case')}, by static "
                  f"imports for {by[IMPORTS]} (no usable record)")
+        reached = _pairs(list(self.why))
+        files = "; ".join(f"{pair} ({len(keys)} of {len(pairs[pair])} cases, by {_how(keys, self.by)}: "
+                          f"{some(sorted({f for k in keys for f in self.why[k]}))})" for pair, keys in reached.items())
         if self.shared:
             lines = [f"timing selection: all {total}: shared code changed ({some(self.shared)})"]
-        elif not self.selected:
+        elif not self.why:
             lines = [f"timing selection: none of the {total} loads a changed file", basis]
+        elif self.nothing_changed:
+            lines = [f"timing selection: none of the {total}: {NOTHING_CHANGED}",
+                     f"changed files reach {_count(len(self.why), 'case')}: {files}", basis]
+        elif not self.timed:  # selected by files alone (FlyDSL's cases: `narrow` did not run)
+            lines = [f"timing selection: {len(self.selected)} of {total}: {files}", basis]
         else:
             chosen = _pairs(self.selected)
             lines = [f"timing selection: {len(self.selected)} of {total}: " + "; ".join(
-                f"{pair} ({len(keys)} of {len(pairs[pair])} cases, by {_how(keys, self.by)}: "
-                f"{some(sorted({f for k in keys for f in self.why.get(k, [])}))})" for pair, keys in chosen.items()),
-                basis]
-            left = [pair for pair in pairs if pair not in chosen]
-            if left:
-                lines.append(f"left out, none of their cases loads a changed file: {some(left, 12)}")
-        if self.cannot_run:
-            reasons: dict[str, list[str]] = {}
-            for (w, p, d), reason in self.cannot_run.items():
-                reasons.setdefault(reason, []).append(f"{w}/{p} {d}")
-            lines.append("selected but cannot run on this machine: " + "; ".join(
-                f"{', '.join(which)} ({reason})" for reason, which in reasons.items()))
+                f"{pair} ({len(keys)} of {len(pairs[pair])} cases)" for pair, keys in chosen.items()),
+                f"changed files reach {_count(len(self.why), 'case')}: {files}", basis]
+        lines += self._timed_lines() + self._untimed_lines()
+        left = [pair for pair in pairs if pair not in reached]
+        if left and not self.shared and self.why:
+            lines.append(f"left out, none of their cases loads a changed file: {some(left, 12)}")
+        lines += cannot_run_lines(self.cannot_run)
+        if self.refused:
+            lines.append(f"case records ignored ({len(self.refused)}), since they could steer the selection: "
+                         + "; ".join(self.refused[:12]) + (f"; and {len(self.refused) - 12} more"
+                                                          if len(self.refused) > 12 else ""))
         return lines
+
+    def _timed_lines(self) -> list[str]:
+        if len(self.timed) <= PER_CASE:
+            return [f"timed: {_named(key)}: {'; '.join(reasons)}" for key, reasons in sorted(self.timed.items())]
+        grouped: dict[str, list[Key]] = {}
+        for key, reasons in sorted(self.timed.items()):
+            grouped.setdefault("; ".join(reasons), []).append(key)
+        return [f"timed ({_count(len(keys), 'case')}): {reason}: {_grouped(keys)}" for reason, keys in grouped.items()]
+
+    def _untimed_lines(self) -> list[str]:
+        grouped: dict[str, list[Key]] = {}
+        for key, reason in sorted(self.untimed.items()):
+            grouped.setdefault(reason, []).append(key)
+        return [f"not timed ({_count(len(keys), 'case')}), {reason}: {_grouped(keys)}"
+                for reason, keys in grouped.items()]
+
+
+def cannot_run_lines(cannot_run: dict[tuple[str, str, str], str], how: str = "selected") -> list[str]:
+    """'selected but cannot run on this machine: moe/triton bf16, moe/triton fp8 (why)': the (workload,
+    provider, dtype) combinations of a selection that do not run here, grouped by reason."""
+    reasons: dict[str, list[str]] = {}
+    for (w, p, d), reason in sorted(cannot_run.items()):
+        reasons.setdefault(reason, []).append(f"{w}/{p} {d}")
+    return [f"{how} but cannot run on this machine: " + "; ".join(
+        f"{', '.join(which)} ({reason})" for reason, which in reasons.items())] if reasons else []
 
 
 def choose(keys: Iterable[Key], recorded: dict[Key, set[str]], static: Callable[[str, str], set[str]],
@@ -117,6 +205,39 @@ def choose(keys: Iterable[Key], recorded: dict[Key, set[str]], static: Callable[
     selected = [key for key in keys if key in why]
     return Chosen(selected, [key for key in keys if key not in why], by, why,
                   cannot_run=_reasons(selected, cannot_run))
+
+
+def narrow(chosen: Chosen, kernel_code_only: Callable[[str], bool], launches: Callable[[str, str], bool],
+           compare: Callable[[list[Key]], dict[Key, list[str]]]) -> Chosen:
+    """Of the cases the changed files reach, the ones the GPU would run differently.
+
+    A case is timed when a changed file it loads is host code (`kernel_code_only` is false for it), or when
+    `compare` finds its launches' machine code, launch configuration or arguments different at base and head
+    (reasons in words; none: it would run the same). A case whose only changed files are kernel code and whose
+    provider launches none of the project's kernels (`launches(workload, provider)` is false) is not timed.
+    A change to shared code times every case, as before.
+    """
+    if chosen.shared or not chosen.selected:
+        return chosen
+    timed: dict[Key, list[str]] = {}
+    untimed: dict[Key, str] = {}
+    pending = []
+    for key in chosen.selected:
+        host = [path for path in chosen.why[key] if not kernel_code_only(path)]
+        if host:
+            timed[key] = [f"host code changed: {some(host)}"]
+        elif launches(key[0], key[2]):
+            pending.append(key)
+        else:
+            untimed[key] = LAUNCHES_NONE
+    for key, reasons in compare(pending).items():
+        if reasons:
+            timed[key] = reasons
+        else:
+            untimed[key] = COMPILED_IDENTICALLY
+    selected = [key for key in chosen.selected if key in timed]
+    return replace(chosen, selected=selected, left_out=sorted(chosen.left_out + list(untimed)), timed=timed,
+                   untimed=untimed, cannot_run=_reasons(selected, chosen.cannot_run))
 
 
 def selections(keys: list[Key], controls: dict[str, list[str]]) -> list[Selection]:
@@ -174,6 +295,17 @@ def _how(keys: list[Key], by: dict[Key, str]) -> str:
     found = sorted({by[key] for key in keys})
     return " and ".join(found)
 
+
+def _named(key: Key) -> str:
+    return f"{key[0]}/{key[2]} {key[1]} {key[3]}"
+
+
+def _grouped(keys: list[Key]) -> str:
+    """'moe/triton bf16 (mixtral8x7b-t16, dsv3-tp8-t1); moe/triton fp8 (...)': cases by pair and dtype."""
+    found: dict[str, list[str]] = {}
+    for workload, case, provider, dtype in keys:
+        found.setdefault(f"{workload}/{provider} {dtype}", []).append(case)
+    return "; ".join(f"{group} ({some(cases, 8)})" for group, cases in found.items())
 
 
 def _count(n: int, thing: str) -> str:

@@ -11,6 +11,12 @@ verdict is judged on (flybench.regress.verdict). The schedule:
    those cases on both sides, until none is, a case has `cap` rounds, or the
    next round would not fit in the time budget.
 
+The budget is a ceiling on the whole run, counted from `started` (the
+gate's start, so its selection counts too), the initial rounds included:
+the first round always runs (nothing can be judged without it), and every
+later round starts only when it would end within the budget, by the time
+the last round took (scaled to an adaptive round's share of the cases).
+
 What to run and how to judge are given as functions, so the schedule runs
 the same on a GPU runner and in a test.
 """
@@ -63,8 +69,9 @@ class Schedule:
     def seconds(self) -> float:
         return sum(r.seconds for r in self.rounds)
 
-    def summary(self, budget_s: float, cap: int) -> list[str]:
-        """What the budget bought, in a few lines for the report."""
+    def summary(self, budget_s: float, cap: int, elapsed_s: float | None = None) -> list[str]:
+        """What the budget bought, in a few lines for the report (`elapsed_s`: the whole run's time so far, when
+        the budget counts more than the rounds)."""
         initial = [r for r in self.rounds if not r.adaptive]
         extra = [r for r in self.rounds if r.adaptive]
         lines = [f"{len(initial)} round{'s' if len(initial) != 1 else ''} of everything selected, base and head "
@@ -73,25 +80,32 @@ class Schedule:
             lines.append(f"{len(extra)} more round{'s' if len(extra) != 1 else ''} of the cases still ambiguous "
                          f"({', '.join(str(_cases_in(r)) for r in extra)} cases): "
                          f"{_minutes(sum(r.seconds for r in extra))}")
-        lines.append(f"{self.stopped}; {_minutes(self.seconds)} of a {_minutes(budget_s)} budget, at most {cap} "
-                     "rounds a case")
+        spent = (f"{_minutes(self.seconds)} of rounds, {_minutes(elapsed_s)} in all" if elapsed_s is not None
+                 else _minutes(self.seconds))
+        lines.append(f"{self.stopped}; {spent} of a {_minutes(budget_s)} budget, at most {cap} rounds a case")
         return lines
 
 
 def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selection], None],
                ambiguous: Callable[[], list[Case]], *, initial: int = 3, cap: int = 8, budget_s: float = 3600.0,
-               clock: Callable[[], float] = time.monotonic) -> Schedule:
+               clock: Callable[[], float] = time.monotonic, started: float | None = None) -> Schedule:
     """Measure `selections` on both sides ("base", "head") in rounds, adding rounds for ambiguous cases.
 
     `measure(side, selection)` runs one measuring process; `ambiguous()`
     judges what has been measured so far and names the subject cases whose
-    verdict is still ambiguous and that more rounds could settle.
+    verdict is still ambiguous and that more rounds could settle. `started`
+    (on `clock`) is when the budget began; default now.
     """
     if initial < 1 or cap < initial:
         raise ValueError(f"rounds: initial {initial} must be at least 1 and at most the cap {cap}")
     schedule = Schedule()
-    start = clock()
+    start = clock() if started is None else started
     for number in range(1, initial + 1):
+        if number > 1 and clock() - start + schedule.rounds[-1].seconds > budget_s:
+            schedule.stopped = (f"round {number} of {initial} (about {_minutes(schedule.rounds[-1].seconds)}) would "
+                                "not fit in the budget")
+            schedule.ambiguous = ambiguous()
+            return schedule
         schedule.rounds.append(_round(number, list(selections), measure, clock, adaptive=False))
     initial_s = schedule.seconds
     total = sum(s.size or 0 for s in selections)

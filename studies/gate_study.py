@@ -46,6 +46,7 @@ FILES = ("flybench", "benchmarks", "asv.conf.json", "pyproject.toml")
 PLANTED_PROVIDERS = ("triton",)
 SIZES = (0.04, 0.06)
 PLANTED_MODULE = "flybench/kernels/triton/moe.py"
+COMMENTED_MODULE = "flybench/kernels/triton/diffusion_attention.py"
 
 PLANT = '''
 
@@ -168,8 +169,37 @@ def prepare(out: Path) -> dict[str, str]:
         with (out / path).open("a") as f:
             f.write(f"# {message} ({branch} head of studies/gate_study.py)\n")
         commits[branch] = _commit(out, message)
+    _git(out, "checkout", "-q", "-b", "comment", "base")
+    module = out / COMMENTED_MODULE
+    text = module.read_text()
+    place = "    m_new = tl.maximum(m_i, tl.max(scores, axis=1))\n"  # inside the kernel helper _softmax_tile
+    if place not in text:
+        raise SystemExit(f"the comment's place (_softmax_tile) is not in {module}: update studies/gate_study.py")
+    module.write_text(text.replace(place, "    # the running maximum first (comment head of studies/gate_study.py)\n"
+                                   + place, 1))
+    commits["comment"] = _commit(out, "Triton diffusion attention: a comment")
+    _git(out, "checkout", "-q", "-b", "retune", "base")
+    retune(out / "flybench/kernels/triton/config_table.py")
+    commits["retune"] = _commit(out, "Triton MoE: sm_90 bf16 bucket 2 num_stages 4 -> 3, bucket 3 BLOCK_N 128 -> 64")
     print(json.dumps(commits))
     return commits
+
+
+def retune(path: Path) -> None:
+    """The retune head's change to the configuration table at `path`: sm_90 bf16 MoE bucket 2 `num_stages`
+    4 -> 3 and bucket 3 `BLOCK_N` 128 -> 64, written as `tune --write` writes a table."""
+    import pprint
+
+    scope: dict = {}
+    text = path.read_text()
+    exec(compile(text, str(path), "exec"), scope)  # noqa: S102 - the scratch copy's own table, a plain literal
+    table = scope["TABLE"]
+    buckets = table["sm_90"]["moe"]["bf16"]
+    if (buckets[2]["num_stages"], buckets[3]["BLOCK_N"]) != (4, 128):
+        raise SystemExit(f"{path}: sm_90 bf16 buckets 2 and 3 are not at num_stages 4 / BLOCK_N 128: update the study")
+    buckets[2]["num_stages"], buckets[3]["BLOCK_N"] = 3, 64
+    doc = text[:text.index("TABLE = ")]
+    path.write_text(doc + "TABLE = " + pprint.pformat(table, width=110, sort_dicts=False) + "\n")
 
 
 def report(paths: list[Path], planted: tuple[str, ...]) -> dict:

@@ -28,16 +28,18 @@ def _commit(repo: Path, branch: str, path: str, line: str) -> None:
 @pytest.fixture(scope="module")
 def subject(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """This project's files as a repository: base, and heads changing a comment in the Triton MoE kernels
-    (`family`), in the timing harness (`shared`) and in the Triton configuration module (`configs`)."""
+    (`family`), in the timing harness (`shared`) and in the Triton configuration module (`configs`), and the host
+    code of the Triton MoE module (`host`)."""
     root = tmp_path_factory.mktemp("subject") / "repo"
     gate_study.prepare(root)
     _commit(root, "configs", "flybench/kernels/triton/configs.py", "# a comment\n")
+    _commit(root, "host", "flybench/kernels/triton/moe.py", "\nMoePlan.fills_on_the_host = True\n")
     return root
 
 
 def _dry_run(subject: Path, head: str, work: Path, capsys, *extra: str) -> list[str]:
     assert main(["gate", "base", head, "--repo", str(subject), "--set", "tiny", "--dry-run", "--no-compile",
-                 "--workdir", str(work), *extra]) == 0
+                 "--arch", "sm_90", "--workdir", str(work), "--cache", str(work.parent / "cache"), *extra]) == 0
     return capsys.readouterr().out.splitlines()
 
 
@@ -68,14 +70,21 @@ def test_a_case_records_the_files_it_loaded_and_not_the_other_providers() -> Non
 
 def test_a_comment_in_the_triton_moe_selects_its_cases_not_the_xla_baselines(subject: Path, tmp_path: Path,
                                                                               capsys) -> None:
-    """The XLA baselines are the drift controls: a kernel change must not make them subjects. On the CPU the
-    selected Triton cases cannot run, and the dry run says so instead of saying nothing was selected."""
+    """The XLA baselines are the drift controls: a kernel change must not make them subjects. The comment reaches
+    the Triton MoE cases by their imports; they compile to the same code at both sides, so none is timed. A change
+    to the plan's host code is timed by the file; on the CPU the selected Triton cases cannot run, and the dry run
+    says so instead of saying nothing was selected."""
     lines = _dry_run(subject, "family", tmp_path / "w", capsys)
-    selected = _line(lines, "timing selection: ")
-    assert "moe/triton (8 of 8 cases, by static imports: flybench/kernels/triton/moe.py)" in selected  # 4 x bf16, fp8
-    assert "moe/xla" not in selected and "moe/xla-dense" not in selected and "moe/jax-triton (" in selected
+    reached = _line(lines, "changed files reach ")
+    assert "moe/triton (8 of 8 cases, by static imports: flybench/kernels/triton/moe.py)" in reached  # 4 x bf16, fp8
+    assert "moe/xla" not in reached and "moe/xla-dense" not in reached and "moe/jax-triton (" in reached
+    assert _line(lines, "timing selection: ").endswith(": the change alters no compiled kernel and no host code "
+                                                       "that launches or measures a case")
+    lines = _dry_run(subject, "host", tmp_path / "h", capsys, "-w", "moe", "-p", "triton")
+    assert _line(lines, "timed: moe/triton tiny-h64-i32-e16k4-t1 bf16").endswith(
+        "host code changed: flybench/kernels/triton/moe.py")
     cannot = _line(lines, "selected but cannot run on this machine: ")
-    assert "moe/triton bf16" in cannot and "need an NVIDIA or AMD GPU" in cannot
+    assert "moe/triton bf16" in cannot and "needs an NVIDIA or AMD GPU" in cannot
     assert "timing: not measured (the cases the change selects cannot run on this machine)" in lines
 
 
@@ -114,10 +123,10 @@ def test_case_records_select_where_they_exist_and_static_imports_elsewhere(subje
         "dtype": "bf16", "status": "ok", "commit": base, "loaded": loaded, "version": 2}) + "\n"
         for step in steps for provider in ("xla", "xla-dense")))
     original = records.read_text()
-    static = _line(_dry_run(subject, "configs", tmp_path / "s", capsys, "-w", "mixtral_step"), "timing selection: ")
+    static = _line(_dry_run(subject, "configs", tmp_path / "s", capsys, "-w", "mixtral_step"), "changed files reach ")
     assert "mixtral_step/xla (2 of 2 cases, by static imports: flybench/kernels/triton/configs.py)" in static
     lines = _dry_run(subject, "configs", tmp_path / "r", capsys, "-w", "mixtral_step", "--records", str(records))
-    selected = _line(lines, "timing selection: ")
+    selected = _line(lines, "changed files reach ")
     assert "mixtral_step/xla" not in selected and "mixtral_step/xla-dense" not in selected
     assert "mixtral_step/jax-triton (2 of 2 cases, by static imports: flybench/kernels/triton/configs.py)" in selected
     assert ("selected by what each case loaded (its case record) for 4 cases, by static imports for 4 "
@@ -126,7 +135,7 @@ def test_case_records_select_where_they_exist_and_static_imports_elsewhere(subje
     records.write_text(records.read_text().replace('"flybench/model/lane.py"',
                                                    '"flybench/kernels/triton/configs.py"', 1))
     selected = _line(_dry_run(subject, "configs", tmp_path / "one", capsys, "-w", "mixtral_step", "-p", "xla",
-                              "--records", str(records)), "timing selection: ")
+                              "--records", str(records)), "changed files reach ")
     assert "mixtral_step/xla (1 of 2 cases, by case records: flybench/kernels/triton/configs.py)" in selected
     # a record of a commit after which one of its files changed is not used: the static reading stands in
     _commit(subject, "lane-moved", "flybench/model/lane.py", "# moved on\n")

@@ -42,10 +42,11 @@ from flybench import benchmark_names, case_selection, envvars, hardware, subject
 from flybench.cli._output import output_folder, output_path
 from flybench.cli.run import ROOT as RUN_ROOT
 from flybench.cli.run import minutes_above_0, results_dir
-from flybench.compile import affected, registry
+from flybench.compile import affected, case_launches, registry
 from flybench.compile.runner import source_files
 from flybench.compile.record import AMD_METRICS, NVIDIA_METRICS
 from flybench.errors import FlybenchError
+from flybench.measure.record import SUFFIX as RECORD_SUFFIX
 from flybench.regress.compare import Comparison, compile_changes
 from flybench.regress.verdict import detectable_at
 from flybench.rounds import Case, Selection, run_rounds
@@ -123,6 +124,7 @@ def main(args: argparse.Namespace) -> int:
     from flybench.regress import exit_code, load_config
     from flybench.regress.report import TERMINAL_WIDTH, write
 
+    started = time.monotonic()  # the budget is a ceiling on the whole run, the selection's compiles included
     check_shape_set(args.shape_set)
     if not 1 <= args.rounds <= args.max_rounds:
         raise FlybenchError(f"--rounds {args.rounds} must be at least 1 and at most --max-rounds {args.max_rounds}")
@@ -134,18 +136,17 @@ def main(args: argparse.Namespace) -> int:
         cfg = replace(cfg, control_providers=frozenset({"ck"}))  # AMD's own kernels beside FlyDSL's, as drift controls
     workloads = with_cases(args.shape_set, args.workload or _workloads(), args.case)
     for path in args.records:
-        if not path.exists():
-            raise FlybenchError(f"--records {path}: no such file or folder")
+        _check_records(path)
     device = hardware.detect()
     candidates = choices(device, workloads, args.provider, args.dtype)
     runnable = [c for c in candidates if c.reason is None]
     subjects_run = any(cfg.is_subject(c.provider) for c in runnable)
-    # a dry run says what the change selects even where none of it runs
-    timing = not args.no_timing and (subjects_run or args.dry_run and not args.all_cases)
     kernels = [] if args.no_compile else compile_kernels(flydsl, args.kernel, args.arch)
-    if not timing and not kernels:
+    if not args.dry_run and not kernels and (args.no_timing or not subjects_run):
         raise FlybenchError("nothing to measure: no subject provider of the selection runs here (`flybench list` "
                             "says why) and the compile half is off")
+    # the timing selection is made and reported wherever the gate runs, as its dry run makes it
+    timing = not args.no_timing
     repo = subject_code.toplevel(args.flydsl_repo or args.repo or Path.cwd())
     base, head = (subject_code.resolve(repo, ref, role) for ref, role in ((args.base, "BASE"), (args.head, "HEAD")))
     machine = args.machine or f"gate-{hardware.machine_name(device)}"
@@ -159,17 +160,24 @@ def main(args: argparse.Namespace) -> int:
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
     untimed = "--no-timing" if args.no_timing else "no subject provider of the selection runs on this machine"
+    unmeasured = ""
     if timing and args.all_cases:
         notes.append("timing selection: every case the filters name (--all-cases), whatever the change")
+        notes += case_selection.cannot_run_lines({(c.workload, c.provider, c.dtype): c.reason for c in candidates
+                                                  if c.reason and cfg.is_subject(c.provider)}, "named")
         timing = subjects_run
     elif timing:
         chosen = _timing_selection(candidates, sides, changed, cfg, flydsl, args.shape_set, args.case,
                                    [results_dir(sides["base"].config), *args.records], repo, base)
+        if not flydsl:
+            chosen = case_selection.narrow(chosen, _kernel_code_only(sides), _launches_kernels,
+                                           _launch_comparison(sides, device, args.arch, cache))
         notes += chosen.lines()
         selections, subjects = _measured(chosen, runnable, cfg)
         notes += _controls_line(selections, subjects)
         untimed = ("the cases the change selects cannot run on this machine" if chosen.selected
-                   else "no case loads a changed file")
+                   else case_selection.NOTHING_CHANGED if chosen.nothing_changed else "no case loads a changed file")
+        unmeasured = untimed if chosen.nothing_changed else ""
         timing = bool(selections)
         if subjects:
             cfg = replace(cfg, subject_providers=subjects)
@@ -189,11 +197,11 @@ def main(args: argparse.Namespace) -> int:
             return _ambiguous(_judge(sides, db, machine, cfg), args.max_rounds)
 
         schedule = run_rounds(selections, measure, ambiguous, initial=args.rounds, cap=args.max_rounds,
-                              budget_s=60 * args.budget_minutes)
+                              budget_s=60 * args.budget_minutes, started=started)
         comparison = _judge(sides, db, machine, cfg)
-        notes += schedule.summary(60 * args.budget_minutes, args.max_rounds)
+        notes += schedule.summary(60 * args.budget_minutes, args.max_rounds, time.monotonic() - started)
     else:
-        comparison = Comparison(machine, base, head, cfg.p_threshold)
+        comparison = Comparison(machine, base, head, cfg.p_threshold, unmeasured=unmeasured)
         notes.append(untimed)
     if kernels:
         notes += _compile_half(comparison, sides, changed, flydsl, kernels, args, cfg, workdir, cache)
@@ -267,10 +275,71 @@ def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cf
                 else affected.case_files(side.build.root, workload, provider) for side in sides.values()))
         return static[workload, provider]
 
-    recorded = case_selection.recorded_files([t for t in trees if t.exists()], shape_set, _unchanged_since(repo, base))
-    return case_selection.choose(keys, recorded, files, changed,
-                                 affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
-                                 {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
+    recorded, refused = case_selection.recorded_files([t for t in trees if t.exists()], shape_set,
+                                                      _commit_of(repo), _unchanged_since(repo, base))
+    chosen = case_selection.choose(keys, recorded, files, changed,
+                                   affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
+                                   {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
+    return replace(chosen, refused=refused)
+
+
+def _kernel_code_only(sides: dict[str, Side]):
+    """Whether a changed file reaches cases only through the Triton kernels they launch
+    (`affected.kernel_code_only`, reading the file at both sides)."""
+
+    def text(side: Side, path: str) -> str | None:
+        try:
+            return (side.build.root / path).read_text()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    return lambda path: affected.kernel_code_only(path, text(sides["base"], path), text(sides["head"], path))
+
+
+def _launches_kernels(workload: str, provider: str) -> bool:
+    return (workload, provider) in case_launches.LAUNCHERS
+
+
+def _launch_comparison(sides: dict[str, Side], device, arches: list[str] | None, cache: Path):
+    """`compare(keys)` for `case_selection.narrow`: each case's launches listed and compiled in both sides'
+    checkouts (`case_launches.run_side`) for this machine's GPU (where it has none: the `--arch` targets, else
+    every target), and what differs, per case."""
+    from flybench.compile.isa import code_lines
+
+    if device.kind != "cpu":
+        targets = [device.arch] if device.arch in registry.ARCHES else []
+    else:
+        targets = list(arches or registry.ARCHES)
+    folder = cache / "case-compiles"
+
+    def compare(keys: list[case_selection.Key]) -> dict[case_selection.Key, list[str]]:
+        if not keys:
+            return {}
+        if not targets:
+            return {key: [f"its launches cannot be compiled for {device.arch} here (compile-only targets: "
+                          f"{', '.join(registry.ARCHES)})"] for key in keys}
+        began = time.monotonic()
+        found = {}
+        for name, side in sides.items():
+            found[name] = case_launches.run_side(side.build.root, list(keys), targets, folder, os.cpu_count() or 1)
+        print(f"gate: the launches of {len(keys)} cases compiled at both sides for {', '.join(targets)} in "
+              f"{time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+        return {key: [f"{reason}{f' on {arch}' if len(targets) > 1 else ''}" for arch in targets
+                      for reason in case_launches.compare(found["base"]["|".join((*key, arch))],
+                                                          found["head"]["|".join((*key, arch))], folder, code_lines)]
+                for key in keys}
+
+    return compare
+
+
+def _check_records(path: Path) -> None:
+    """--records names a results tree or a record file; anything else (a FIFO, a device) is refused before it is
+    opened, where reading it could wait for ever."""
+    if not path.exists():
+        raise FlybenchError(f"--records {path}: no such file or folder")
+    if not (path.is_dir() or path.is_file()):
+        raise FlybenchError(f"--records {path} is neither a regular file nor a folder (a pipe, socket or device): "
+                            f"give a results tree or a {RECORD_SUFFIX} file")
 
 
 def _measured(chosen: case_selection.Chosen, runnable, cfg) -> tuple[list[Selection], frozenset[str]]:
@@ -297,15 +366,33 @@ def _described(selection: Selection) -> str:
             f"{', ' + ', '.join(selection.dtypes) if selection.dtypes else ''})")
 
 
+def _commit_of(repo: Path):
+    """A record's commit as the full hash of a commit of `repo`, None when it is none (`revisions.commit`: a word
+    git would read as an option never reaches it); kept per commit."""
+    from flybench import revisions
+
+    found: dict[str, str | None] = {}
+
+    def commit_of(commit: str) -> str | None:
+        if commit not in found:
+            try:
+                found[commit] = revisions.commit(repo, commit, "a case record's commit")
+            except FlybenchError:
+                found[commit] = None
+        return found[commit]
+
+    return commit_of
+
+
 def _unchanged_since(repo: Path, base: str):
-    """Whether none of `files` changed between `commit` and the base: a record of an older commit still says
-    what the base's case loads (git's answer kept per commit; a commit git does not know makes no record usable)."""
+    """Whether none of `files` changed between `commit` (a full hash, from `_commit_of`) and the base: a record of
+    an older commit still says what the base's case loads (git's answer kept per commit)."""
     diffs: dict[str, set[str] | None] = {}
 
     def unchanged(commit: str, files: set[str]) -> bool:
         if commit not in diffs:
-            done = subject_code.git_run(repo, "diff", "--name-only", commit, base) if commit else None
-            diffs[commit] = set(done.stdout.split()) if done is not None and done.returncode == 0 else None
+            done = subject_code.git_run(repo, "diff", "--name-only", commit, base, "--")
+            diffs[commit] = set(done.stdout.split()) if done.returncode == 0 else None
         return diffs[commit] is not None and not diffs[commit] & files
 
     return unchanged

@@ -92,6 +92,25 @@ def flydsl_case_files(src: Path, workload: str, provider: str, shape_set: str, d
     return files
 
 
+KERNEL_CONFIGURATION = "flybench/kernels/triton/config_table.py"
+"""The Triton kernels' configuration table: data that reaches a case only through its launches (constants,
+launch options, and planning values such as split sizes, which show in grids and arguments)."""
+
+
+def kernel_code_only(path: str, before: str | None, after: str | None) -> bool:
+    """Whether a change to `path` (its text at base and at head; None where it does not exist) reaches a case only
+    through the Triton kernels it launches: the configuration table, or a module of the kernel package whose host
+    code (all but its `@triton.jit` functions' bodies, comments and docstrings left out) is the same at both
+    sides. Such a change is judged by compiling the launches (`case_launches.compare`), not by the file."""
+    from flybench.compile.case_launches import KERNEL_PACKAGE, normalized_source
+
+    if not path.startswith(KERNEL_PACKAGE) or not path.endswith(".py") or before is None or after is None:
+        return False
+    if path == KERNEL_CONFIGURATION:
+        return True
+    return normalized_source(before, without_kernels=True) == normalized_source(after, without_kernels=True)
+
+
 def flybench_timing_shared(path: str) -> bool:
     """flybench: the measuring harness, the suites asv runs and the packaging reach every timed case."""
     return path.startswith(("flybench/measure/", "benchmarks/")) or path in (

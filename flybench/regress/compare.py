@@ -105,6 +105,8 @@ class Comparison:
     resources: list[ResourceChange] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """How the evidence was gathered (the gate's rounds and what its time budget bought), shown above the cases."""
+    unmeasured: str = ""
+    """Why nothing was timed, where a gate timed nothing on purpose (its headline says it)."""
 
     def having(self, verdict: str) -> list[CaseResult]:
         """The subject cases with this verdict (controls are `controls`)."""

@@ -161,6 +161,7 @@ def to_json(outcome: Outcome) -> str:
             "cases": [{**asdict(c), "relative": _finite(c.relative)} for c in outcome.cases],
             "resources": [asdict(r) for r in outcome.resources],
             "notes": outcome.notes,
+            "unmeasured": outcome.unmeasured,
         }
     else:
         data = [{**asdict(r), "relative": _finite(r.step.relative), "absolute": r.step.absolute} for r in outcome]
@@ -181,7 +182,7 @@ def from_json(text: str) -> Comparison:
         cases = [_with_context(CaseResult(**{k: v for k, v in case.items() if k in known})) for case in data["cases"]]
         resources = [ResourceChange(**r) for r in data.get("resources", [])]
         return Comparison(data["machine"], data["base"], data["head"], data["p_threshold"], cases, resources,
-                          [str(note) for note in data.get("notes", [])])
+                          [str(note) for note in data.get("notes", [])], str(data.get("unmeasured") or ""))
     except (ValueError, KeyError, TypeError) as exc:
         raise FlybenchError(f"not a comparison written by `flybench compare --format json`: {exc}") from exc
 
@@ -323,11 +324,12 @@ def inconclusive(c: Comparison) -> bool:
 
 def headline(c: Comparison) -> str:
     """The summary line, headed "inconclusive" when no subject case settled, and "nothing measured" when no case
-    was timed and no resource changed (a docs-only pull request: it passes, and the notes under it say why)."""
+    was timed and no resource changed (a docs-only pull request: it passes, and the notes under it say why; where the
+    gate says why it timed nothing, `Comparison.unmeasured`, the headline says it too)."""
     if inconclusive(c):
         return f"inconclusive: no subject case settled; {summary_line(c)}"
     if not c.cases and not c.resources:
-        return f"nothing measured; {summary_line(c)}"
+        return f"nothing measured{': ' + c.unmeasured if c.unmeasured else ''}; {summary_line(c)}"
     return summary_line(c)
 
 

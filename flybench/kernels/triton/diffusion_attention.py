@@ -15,10 +15,16 @@ partial output and log-sum-exp, and a second kernel combines them. The last
 split also takes the draft block. With one split the first kernel writes the
 final output directly.
 
-Strides are compile-time constants (fixed by the case's shapes): Triton then
-knows every tile's alignment however it is launched. jax-triton marks only
-array pointers divisible by 16, so with the strides at run time its compile
-loaded K and V without vectors or asynchronous copies (docs/model-lane.md).
+Strides are run-time values, passed in units of the ALIGN constant and
+multiplied by it inside the kernels (`launch.in_units`: 16 where every tile
+stride is a multiple of 16): Triton then knows every tile's alignment
+however it is launched. jax-triton marks only array pointers divisible by 16, so with
+unmarked strides its compile loaded K and V without vectors or asynchronous
+copies (docs/model-lane.md); as compile-time constants they gave the same
+pipeline, but one compile per batch, draft length and block-table width
+(130 kernels for a context growing from 4,096 to 8,192 tokens, where 2-3
+do). Only the block-table and log-sum-exp strides stay unmarked: their
+loads and stores are scalar.
 
 Softmax runs in base 2 (exp2, scale folded with log2 e); the returned lse is the
 natural log, like the reference.
@@ -35,7 +41,7 @@ import triton
 import triton.language as tl
 
 from flybench.kernels.triton.configs import Config
-from flybench.kernels.triton.launch import Launch, cdiv, next_power_of_2
+from flybench.kernels.triton.launch import Launch, cdiv, in_units, next_power_of_2
 
 _MAX_SPLITS = 64
 _NEG_BIG = tl.constexpr(-1.0e30)  # finite "minus infinity" for running maxima: masked tiles never give inf - inf
@@ -92,17 +98,25 @@ def _prefix_tile(q_tile, k_cache, v_cache, table_row, n0, end, kvh, scale_log2, 
 def diffusion_attention_fwd(
     q, k_cache, v_cache, block_table, context_lens, k_draft, v_draft, out, lse,
     scale_log2, tokens_per_split, kv_heads,
-    stride_qb: tl.constexpr, stride_qt: tl.constexpr, stride_qh: tl.constexpr,
-    stride_cp: tl.constexpr, stride_cs: tl.constexpr, stride_ch: tl.constexpr,
-    stride_tb: tl.constexpr,
-    stride_db: tl.constexpr, stride_dt: tl.constexpr, stride_dh: tl.constexpr,
-    stride_os: tl.constexpr, stride_ob: tl.constexpr, stride_ot: tl.constexpr, stride_oh: tl.constexpr,
-    stride_ls: tl.constexpr, stride_lb: tl.constexpr, stride_lh: tl.constexpr,
+    stride_qb, stride_qt, stride_qh,
+    stride_cp, stride_cs, stride_ch,
+    stride_tb,
+    stride_db, stride_dt, stride_dh,
+    stride_os, stride_ob, stride_ot, stride_oh,
+    stride_ls, stride_lb, stride_lh,
     DRAFT: tl.constexpr, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, PAGE_SIZE: tl.constexpr,
     CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_DRAFT: tl.constexpr,
-    WIDE_OFFSETS: tl.constexpr,
+    WIDE_OFFSETS: tl.constexpr, ALIGN: tl.constexpr,
 ):
     """Grid (row tiles, batch x KV heads, splits). Writes out [split, b, token, head, :] and lse."""
+    stride_qb, stride_qt, stride_qh = (stride_qb * ALIGN, stride_qt * ALIGN,
+                                       stride_qh * ALIGN)
+    stride_cp, stride_cs, stride_ch = (stride_cp * ALIGN, stride_cs * ALIGN,
+                                       stride_ch * ALIGN)
+    stride_db, stride_dt, stride_dh = (stride_db * ALIGN, stride_dt * ALIGN,
+                                       stride_dh * ALIGN)
+    stride_os, stride_ob = stride_os * ALIGN, stride_ob * ALIGN
+    stride_ot, stride_oh = stride_ot * ALIGN, stride_oh * ALIGN
     pid_m, pid_bh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b = pid_bh // kv_heads
     kvh = pid_bh % kv_heads
@@ -157,10 +171,10 @@ def diffusion_attention_fwd(
 @triton.jit
 def combine_splits(
     o_part, lse_part, out, lse, num_splits, q_heads,
-    stride_ps: tl.constexpr, stride_pb: tl.constexpr, stride_pt: tl.constexpr, stride_ph: tl.constexpr,
-    stride_ls: tl.constexpr, stride_lb: tl.constexpr, stride_lh: tl.constexpr,
-    stride_ob: tl.constexpr, stride_ot: tl.constexpr, stride_oh: tl.constexpr,
-    DRAFT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    stride_ps, stride_pb, stride_pt, stride_ph,
+    stride_ls, stride_lb, stride_lh,
+    stride_ob, stride_ot, stride_oh,
+    DRAFT: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr, ALIGN: tl.constexpr,
 ):
     """One program per (sequence, query head, BLOCK_T draft tokens, BLOCK_D dims): out = sum_s exp(lse_s - lse) o_s.
 
@@ -169,6 +183,10 @@ def combine_splits(
     programs (each slice recomputes the lse; the first stores it). The partial and final lse are both
     contiguous [.., batch, head, token], so they share stride_lb and stride_lh.
     """
+    stride_ps, stride_pb = stride_ps * ALIGN, stride_pb * ALIGN
+    stride_pt, stride_ph = stride_pt * ALIGN, stride_ph * ALIGN
+    stride_ob, stride_ot, stride_oh = (stride_ob * ALIGN, stride_ot * ALIGN,
+                                       stride_oh * ALIGN)
     pid_bh, pid_t, pid_d = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     b = pid_bh // q_heads
     head = pid_bh % q_heads
@@ -268,29 +286,31 @@ def plan(
         "out": o_first, "lse": lse_first,
         "scale_log2": scale * math.log2(math.e), "tokens_per_split": tokens_per_split, "kv_heads": kv_heads,
     }
-    strides = {
+    tiles = {
         "stride_qb": q.stride(0), "stride_qt": q.stride(1), "stride_qh": q.stride(2),
         "stride_cp": k_cache.stride(0), "stride_cs": k_cache.stride(1), "stride_ch": k_cache.stride(2),
-        "stride_tb": inputs["block_table"].stride(0),
         "stride_db": k_draft.stride(0), "stride_dt": k_draft.stride(1), "stride_dh": k_draft.stride(2),
         "stride_os": o_first.stride(0), "stride_ob": o_first.stride(1), "stride_ot": o_first.stride(2),
         "stride_oh": o_first.stride(3),
-        "stride_ls": lse_first.stride(0), "stride_lb": lse_first.stride(1), "stride_lh": lse_first.stride(2),
     }
+    tiles, align = in_units(tiles)
+    args.update(tiles, stride_tb=inputs["block_table"].stride(0), stride_ls=lse_first.stride(0),
+                stride_lb=lse_first.stride(1), stride_lh=lse_first.stride(2))
     constexprs = {"DRAFT": draft, "GROUP": group, "HEAD_DIM": head_dim, "PAGE_SIZE": page_size, "CAUSAL": causal,
                   "BLOCK_M": block_m, "BLOCK_N": block_n, "BLOCK_DRAFT": max(16, next_power_of_2(draft)),
-                  "WIDE_OFFSETS": k_cache.numel() >= 2**31, **strides}
+                  "WIDE_OFFSETS": k_cache.numel() >= 2**31, "ALIGN": align}
     launches = [Launch(diffusion_attention_fwd, (row_tiles, batch * kv_heads, num_splits), args, constexprs,
                        dict(config.options))]
     if num_splits > 1:
         block_t, block_d = 16, min(32, head_dim)
+        tiles = {"stride_ps": o_first.stride(0), "stride_pb": o_first.stride(1), "stride_pt": o_first.stride(2),
+                 "stride_ph": o_first.stride(3),
+                 "stride_ob": out.stride(0), "stride_ot": out.stride(1), "stride_oh": out.stride(2)}
+        tiles, align = in_units(tiles)
         launches.append(Launch(combine_splits, (batch * q_heads, cdiv(draft, block_t), head_dim // block_d), {
             "o_part": o_first, "lse_part": lse_first, "out": out, "lse": lse, "num_splits": num_splits,
-            "q_heads": q_heads,
-        }, {"DRAFT": draft, "BLOCK_T": block_t, "BLOCK_D": block_d,
-            "stride_ps": o_first.stride(0), "stride_pb": o_first.stride(1), "stride_pt": o_first.stride(2),
-            "stride_ph": o_first.stride(3),
+            "q_heads": q_heads, **tiles,
             "stride_ls": lse_first.stride(0), "stride_lb": lse.stride(0), "stride_lh": lse.stride(1),
-            "stride_ob": out.stride(0), "stride_ot": out.stride(1), "stride_oh": out.stride(2),
-            }, {"num_warps": 4}))
+        }, {"DRAFT": draft, "BLOCK_T": block_t, "BLOCK_D": block_d, "ALIGN": align},
+            {"num_warps": 4}))
     return AttentionPlan(launches, out, lse, num_splits)

@@ -36,5 +36,17 @@ def next_power_of_2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+def in_units(values: dict[str, int]) -> tuple[dict[str, int], int]:
+    """Sizes and tile strides as a kernel that multiplies them by its ALIGN constant takes them: in units of 16
+    elements with ALIGN 16 when every one is a multiple of 16, else as they are with ALIGN 1.
+
+    The product is a value Triton knows to be a multiple of ALIGN, however the kernel is launched (jax-triton
+    marks no integer argument; `tl.multiple_of` on an argument is lost), so it can prove 16-byte loads and
+    pipeline them; and ALIGN takes two values, so shapes do not multiply the compiles as constants would.
+    """
+    align = 16 if all(int(v) % 16 == 0 for v in values.values()) else 1
+    return {name: int(v) // align for name, v in values.items()}, align
+
+
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)

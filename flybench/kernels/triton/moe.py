@@ -17,12 +17,14 @@ carry per-output-channel scales; both scales are applied to the float32
 accumulator in the epilogue. The kernels never read the routing back to the
 host, so a call is launches only.
 
-The GEMMs take the sizes and strides (fixed by the model's shape) as
-compile-time constants, the token count (`pairs`) at run time. With them at
-run time, jax-triton (which marks only array pointers divisible by 16) left
-Triton unable to prove 16-byte loads: no asynchronous copies, one stage of
-shared memory, and the MoE 30 times slower inside `jax.jit` than launched
-from torch (docs/model-lane.md).
+The GEMMs take the sizes, the strides and the token count (`pairs`) at run
+time, the sizes and tile strides in units of the ALIGN constant, multiplied
+by it inside the kernel (`launch.in_units`: 16 where every one is a
+multiple of 16), so Triton knows them to be multiples of 16. Unmarked, jax-triton (which marks only array pointers divisible
+by 16) left Triton unable to prove 16-byte loads: no asynchronous copies,
+one stage of shared memory, and the MoE 30 times slower inside `jax.jit`
+than launched from torch (docs/model-lane.md). As compile-time constants
+they gave the same pipeline, at one compile per model shape and dtype.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import triton
 import triton.language as tl
 
 from flybench.kernels.triton.configs import Config
-from flybench.kernels.triton.launch import Launch, cdiv
+from flybench.kernels.triton.launch import Launch, cdiv, in_units
 from flybench.kernels.triton.moe_routing import Routing, plan_routing
 
 _QUANT_ROWS = 16
@@ -92,15 +94,17 @@ def _block_rows(sorted_ids, block_expert, pairs, n_size, TOP_K: tl.constexpr, BL
 @triton.jit
 def moe_gate_up(
     a, a_scale, w, w_scale, sorted_ids, block_expert, total, act, pairs,
-    hidden: tl.constexpr, inter: tl.constexpr, stride_am: tl.constexpr, stride_we: tl.constexpr,
-    stride_wn: tl.constexpr, stride_se: tl.constexpr, stride_cm: tl.constexpr,
+    hidden, inter, stride_am, stride_we, stride_wn, stride_se, stride_cm,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ALIGN: tl.constexpr,
 ):
     """act[row, n] = silu(gate) * up for one block of sorted rows and BLOCK_N intermediate columns.
 
     `act`, the one pointer the kernel writes, comes after every pointer it reads: jax-triton passes a custom
     call's operand buffers first and its output buffers after them, in parameter order."""
+    hidden, inter = hidden * ALIGN, inter * ALIGN
+    stride_am, stride_we = stride_am * ALIGN, stride_we * ALIGN
+    stride_wn, stride_cm = stride_wn * ALIGN, stride_cm * ALIGN
     pid_m, rows, _, row_ok, token, expert, n = _block_rows(sorted_ids, block_expert, pairs, inter, TOP_K,
                                                            BLOCK_M, BLOCK_N, GROUP_M)
     if pid_m * BLOCK_M >= tl.load(total):
@@ -133,12 +137,14 @@ def moe_gate_up(
 @triton.jit
 def moe_down(
     act, act_scale, w, w_scale, routing_weights, out, sorted_ids, block_expert, total, pairs,
-    hidden: tl.constexpr, inter: tl.constexpr, stride_am: tl.constexpr, stride_we: tl.constexpr,
-    stride_wn: tl.constexpr, stride_se: tl.constexpr, stride_om: tl.constexpr,
+    hidden, inter, stride_am, stride_we, stride_wn, stride_se, stride_om,
     TOP_K: tl.constexpr, FP8: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
+    BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, ALIGN: tl.constexpr,
 ):
     """out[token, n] += weight[pair] * (act[row] @ w2[e, n].T) for one block of rows and BLOCK_N columns."""
+    hidden, inter = hidden * ALIGN, inter * ALIGN
+    stride_am, stride_we = stride_am * ALIGN, stride_we * ALIGN
+    stride_wn, stride_om = stride_wn * ALIGN, stride_om * ALIGN
     pid_m, rows, pair, row_ok, token, expert, n = _block_rows(sorted_ids, block_expert, pairs, hidden, TOP_K,
                                                               BLOCK_M, BLOCK_N, GROUP_M)
     if pid_m * BLOCK_M >= tl.load(total):
@@ -220,22 +226,25 @@ def plan(inputs: dict[str, torch.Tensor], top_k: int, config: Config) -> MoePlan
     act = torch.empty((rows, inter), dtype=x.dtype, device=x.device)
     shared = {"sorted_ids": routing.sorted_ids, "block_expert": routing.block_expert, "total": routing.total,
               "pairs": pairs}
-    constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, "hidden": hidden, "inter": inter, **meta}
+    constexprs = {"TOP_K": top_k, "FP8": fp8 is not None, **meta}
     num_m = rows // block_m
+    tiles, align = in_units({"hidden": hidden, "inter": inter, "stride_am": a.stride(0), "stride_we": w13.stride(0),
+                             "stride_wn": w13.stride(1), "stride_cm": act.stride(0)})
     launches.append(Launch(moe_gate_up, (num_m * cdiv(inter, meta["BLOCK_N"]),), {
-        "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared},
-        {**constexprs, "stride_am": a.stride(0), "stride_we": w13.stride(0), "stride_wn": w13.stride(1),
-         "stride_se": 2 * inter, "stride_cm": act.stride(0), "EVEN_K": hidden % meta["BLOCK_K"] == 0},
+        "a": a, "a_scale": a_scale, "w": w13, "w_scale": inputs.get("w13_scale"), "act": act, **shared, **tiles,
+        "stride_se": 2 * inter},
+        {**constexprs, "EVEN_K": hidden % meta["BLOCK_K"] == 0, "ALIGN": align},
         dict(config.options)))
     h, h_scale = act, None
     if fp8 is not None:
         h, h_scale, quantize_h = _quantize(act, fp8, routing.sorted_ids, pairs)
         launches.append(quantize_h)
     out32 = torch.empty((tokens, hidden), dtype=torch.float32, device=x.device)
+    tiles, align = in_units({"hidden": hidden, "inter": inter, "stride_am": h.stride(0), "stride_we": w2.stride(0),
+                             "stride_wn": w2.stride(1), "stride_om": out32.stride(0)})
     launches.append(Launch(moe_down, (num_m * cdiv(hidden, meta["BLOCK_N"]),), {
         "act": h, "act_scale": h_scale, "w": w2, "w_scale": inputs.get("w2_scale"),
-        "routing_weights": routing.weights, "out": out32, **shared},
-        {**constexprs, "stride_am": h.stride(0), "stride_we": w2.stride(0), "stride_wn": w2.stride(1),
-         "stride_se": hidden, "stride_om": out32.stride(0), "EVEN_K": inter % meta["BLOCK_K"] == 0},
+        "routing_weights": routing.weights, "out": out32, **shared, **tiles, "stride_se": hidden},
+        {**constexprs, "EVEN_K": inter % meta["BLOCK_K"] == 0, "ALIGN": align},
         dict(config.options)))
     return MoePlan(launches, routing, pairs, out32, x.dtype)

@@ -13,6 +13,7 @@ HIPBackend): a tensor or an integer that is a multiple of 16 gets
 AMD a tensor under 2 GiB gets `tt.pointer_range 32` (buffer loads).
 
     python -m flybench.kernels.triton.specs --set quick gfx942    # compile, print a table of resources
+    python -m flybench.kernels.triton.specs --set full --count    # how many distinct compiles, per kernel
 """
 
 from __future__ import annotations
@@ -178,7 +179,18 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("targets", nargs="*", default=list(TARGETS), help="gfx942, gfx950, sm_90 (default all)")
     parser.add_argument("--set", default="quick", help="shape set whose launches are compiled (default quick)")
+    parser.add_argument("--count", action="store_true",
+                        help="compile nothing: print how many distinct compiles each target's launches need, per "
+                             "kernel (Triton's JIT specialisation, `kernel_specs`)")
     args = parser.parse_args(argv)
+    if args.count:
+        for arch in args.targets:
+            found = kernel_specs(arch, args.set)
+            per = {}
+            for spec in found:
+                per[spec.name] = per.get(spec.name, 0) + 1
+            print(f"{arch} {args.set}: {len(found)} compiles: " + ", ".join(f"{k} {v}" for k, v in per.items()))
+        return 0
     print("| target | kernel | constants | options | registers (AMD: +AGPRs) | spills (AMD: VGPR/SGPR; NVIDIA: "
           "local bytes) | shared B | cases |")
     print("| --- | --- | --- | --- | ---: | ---: | ---: | ---: |")
