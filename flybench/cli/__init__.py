@@ -115,16 +115,21 @@ class _ReaderGone:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one verb. Ctrl-C is said in a line, exit 130, from the first moment: the verb's modules (pandas, scipy)
+    take seconds to import, and a Ctrl-C then was a traceback of their insides."""
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(load=argv[:1]).parse_args(argv)  # the verb, if any, comes first
-    stdout, sys.stdout = sys.stdout, _ReaderGone(sys.stdout)
+    stdout, name = sys.stdout, "flybench"
     try:
+        args = build_parser(load=argv[:1]).parse_args(argv)  # the verb, if any, comes first
+        name = f"flybench {args.verb}"
+        sys.stdout = _ReaderGone(stdout)
         return int(args.handler(args) or 0)
     except FlybenchError as exc:
-        print(f"flybench {args.verb}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"flybench {args.verb}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted" if name != "flybench" else "flybench: interrupted while starting; nothing was "
+              "done", file=sys.stderr)
         return 130
     finally:
         sys.stdout = stdout

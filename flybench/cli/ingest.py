@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from flybench.regress import stored
-from flybench.store import DEFAULT_DB, ingest
+from flybench.store import DEFAULT_DB, ingest, interrupts
 from flybench.store.ingest import default_results_dir, size_limit_as_advice, subject_of
 
 DEFERRED = ("regressions: rescan deferred (--no-rescan): the next `flybench ingest` computes and stores it; "
@@ -45,6 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     return parser
 
 
+@interrupts.deferred()  # Ctrl-C stops between stored files, or after the rescan, never inside a write
 def main(args: argparse.Namespace) -> int:
     if args.results_dir:
         trees = [args.results_dir]

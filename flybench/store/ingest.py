@@ -43,6 +43,7 @@ from flybench.errors import FlybenchError
 from flybench.measure.record import SideRecords
 from flybench.model import roles
 from flybench.store import counters as stored_counters
+from flybench.store import interrupts
 from flybench.store import roles as stored_roles
 from flybench.store import commit_notes, heads, machine_code, sidecar
 from flybench.store.asv_files import (BAD_FILE, BenchmarkDef, ResultsFile, impossible_times, load_benchmarks,
@@ -100,6 +101,7 @@ class IngestReport:
         return "\n".join(lines)
 
 
+@interrupts.deferred()  # Ctrl-C stops between files, each stored whole or not at all
 def ingest(
     results_dir: str | Path,
     db_path: str | Path = DEFAULT_DB,
@@ -673,6 +675,7 @@ _WORKER_BENCHMARKS: dict[str, BenchmarkDef] = {}
 
 def _start_worker(benchmarks: dict[str, BenchmarkDef], parent: int) -> None:
     _exit_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the ingest's to take (interrupts), not a worker's
     gc.disable()  # see _gc_paused; a worker lives for one ingest and parses data without cycles
     _WORKER_BENCHMARKS.update(benchmarks)
 
@@ -996,7 +999,8 @@ def _remove(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, subject: str,
 
 @contextmanager
 def _transaction(conn: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """All of one file or none of it."""
+    """All of one file or none of it; a Ctrl-C pressed before it begins ends the ingest here (interrupts)."""
+    interrupts.checkpoint()
     conn.begin()
     try:
         yield
