@@ -100,7 +100,7 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
     report = ImportReport(str(path), str(db_path), subject, records=len(history.records),
                           rejected=list(history.errors))
     with connect(db_path) as conn:
-        stored = _stored_records(conn, subject)
+        stored = _stored_records(conn, subject, sorted({r.run_id for r in history.records}))
         new = [r for r in history.records if r.key not in stored]
         report.conflicts = [f"record {r.index}: run {r.run_id} on {r.runner}, {' '.join(r.key[2:])} is stored "
                             "with other content; the stored record is kept"
@@ -138,7 +138,7 @@ def _series_kernels(conn: duckdb.DuckDBPyConnection, subject: str) -> tuple[int,
     """Which registered kernels each of the subject's series runs (`flybench.compile.ci_ops`, from the registry
     alone), in place of the stored mapping; (series covered, series in all)."""
     series = conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op', "
-                          "source_record->>'shape', source_record->>'dtype', source_record->>'arch' FROM results "
+                          "source_record->>'shape', source_record->>'dtype', source_record->>'arch' FROM series_heads "
                           "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
     rows = [{"subject": subject, "benchmark": benchmark, "params": params, "kernel": found.kernel,
              "arch": found.arch, "exact": found.exact}
@@ -209,8 +209,9 @@ def _attribute(conn: duckdb.DuckDBPyConnection, subject: str, repo: Path, main_r
 
 
 def _series(conn: duckdb.DuckDBPyConnection, subject: str) -> list[tuple[str, str, str]]:
-    """The subject's imported series: benchmark, params as stored, FlyDSL's op."""
-    return conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op' FROM results "
+    """The subject's imported series: benchmark, params as stored, FlyDSL's op (from each series' head row, one a
+    series, not from every stored row)."""
+    return conn.execute("SELECT DISTINCT benchmark, params::VARCHAR, source_record->>'op' FROM series_heads "
                         "WHERE subject = ? AND source = ? ORDER BY ALL", [subject, SOURCE]).fetchall()
 
 
@@ -324,10 +325,12 @@ def _insert(conn: duckdb.DuckDBPyConnection, table: str, rows: list[dict[str, An
         conn.unregister("incoming_rows")
 
 
-def _stored_records(conn: duckdb.DuckDBPyConnection, subject: str) -> dict[Key, str]:
+def _stored_records(conn: duckdb.DuckDBPyConnection, subject: str, runs: list[str]) -> dict[Key, str]:
+    """The stored records of the given runs (a file's): what a file's records are checked against, read for its
+    runs only, so a nightly's import does not read the whole stored history."""
     return {tuple(key): record for *key, record in conn.execute(
         "SELECT run_id, runner, op, shape, dtype, metric, record FROM imported_records "
-        "WHERE source = ? AND subject = ?", [SOURCE, subject]).fetchall()}
+        "WHERE source = ? AND subject = ? AND list_contains(?::VARCHAR[], run_id)", [SOURCE, subject, runs]).fetchall()}
 
 
 def _stored_commits(conn: duckdb.DuckDBPyConnection, subject: str) -> set[str]:
