@@ -205,3 +205,31 @@ def test_accept_writes_through_a_link(db: Path, project: AsvProject, tmp_path: P
         assert link.is_symlink() and os.readlink(link) == str(real)
     assert [a.commit for a in accepted.load(real)] == [project.commits[STEP_AT], project.commits[STEP_AT - 1]]
     assert not list(tmp_path.glob(".*.tmp")) and not list(real.parent.glob(".*.tmp"))
+
+
+def test_a_fresh_clones_first_report_judges_only_what_was_measured_there(project: AsvProject, tmp_path: Path,
+                                                                        capsys, monkeypatch) -> None:
+    """Results committed to the repository by the machine that ran them are listed apart, not judged: the first
+    `flybench regressions` in a clone exits 0 and says what it left out; --include-others judges them (exit 1 on
+    the planted step), as the nightly does with the results it has just committed."""
+    import shutil
+    import subprocess
+
+    clone = tmp_path / "clone"
+    shutil.copytree(project.results_dir, clone / "results" / "flybench")
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "results"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "results"], check=True)
+    db = tmp_path / "store.duckdb"
+    assert ingest(clone / "results" / "flybench", db, subject=PROJECT, branch="main").ok
+    monkeypatch.chdir(clone)
+    out, err = _listed(db, capsys)
+    assert "c1, flydsl, bf16" not in out
+    assert "not judged: " in err and f"on {MACHINE} ({PROJECT}: committed to this repository)" in err
+    assert main(["regressions", "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["regressions", "--db", str(db), "--include-others"]) == 1
+    assert "c1, flydsl, bf16" in capsys.readouterr().out
+    monkeypatch.chdir(tmp_path)  # outside the checkout the same rows are nobody else's: judged
+    assert main(["regressions", "--db", str(db)]) == 1

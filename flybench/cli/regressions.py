@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 from flybench.cli.compare import add_common, check_scope
 from flybench.errors import FlybenchError
 from flybench.regress import accepted, scan, stored
-from flybench.regress.history import PERSIST
+from flybench.regress.history import PERSIST, Regression
 from flybench.regress.counters import counter_changes
 from flybench.regress.report import exit_code, link_address, write
-from flybench.store import queries
+from flybench.store import origin, queries
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -39,6 +40,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--closed", action="store_true",
                         help="also list the alerts that recovered or were accepted (with their state); they never "
                              "make the exit status 1")
+    parser.add_argument("--include-others", action="store_true",
+                        help="also judge the rows nobody measured in this checkout: results committed to the "
+                             "repository (by the machines that ran them) and imported histories (FlyDSL's CI). "
+                             "Without it they are left out, and a line on stderr says so: a fresh clone's first "
+                             "report is about what was measured here. The nightly, judging the results it has "
+                             "just committed, passes it")
     parser.add_argument("--dashboard-url", help="the dashboard's address: each regression links to its History "
                                                 "view there")
     add_common(parser)
@@ -63,6 +70,8 @@ def main(args: argparse.Namespace) -> int:
                                 accepted=acceptances(args), closed=args.closed)
     found = [r for r in found if args.runs in ("all", r.context)]
     found += counter_changes(args.db, machine=args.machine, subject=args.subject, benchmark=args.benchmark)
+    if not args.include_others:
+        found = mine(found, origin.others(args.db))
     runs = queries.longest_series(args.db, args.machine, args.subject)
     if not found and runs < scan.JUDGED_RUNS:
         print(f"history too short to judge: the longest series here has {runs} measured run(s); a step needs "
@@ -73,6 +82,18 @@ def main(args: argparse.Namespace) -> int:
     write(found, args.format, args.output, dashboard=dashboard,
           warnings=stored.attribution_warnings(args.db, args.machine, args.subject))
     return exit_code(found)
+
+
+def mine(found: list[Regression], others: dict[tuple[str, str], str]) -> list[Regression]:
+    """The rows of machines measured here; the others' are counted on stderr, by machine and why, never judged."""
+    left = [r for r in found if (r.subject, r.machine) in others]
+    if left:
+        by = Counter((r.subject, r.machine) for r in left)
+        listed = "; ".join(f"{n} on {machine} ({subject}: {others[subject, machine]})"
+                           for (subject, machine), n in sorted(by.items()))
+        print(f"flybench regressions: not judged: {len(left)} row(s) on data nobody measured in this checkout: "
+              f"{listed}. Pass --include-others to list and judge them.", file=sys.stderr)
+    return [r for r in found if (r.subject, r.machine) not in others]
 
 
 def _no_match(glob: str, names: list[str]) -> str:

@@ -439,6 +439,11 @@ RUN_CONTEXTS = ("main", "pr", "branch")
 """Imported runs: a push to main, a pull request's run, or a run of another branch (PR not resolved)."""
 
 
+def machine_files(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
+    """Each (subject, machine)'s sources and the files its rows were read from (flybench.store.origin)."""
+    return _query(db_path, "SELECT DISTINCT subject, machine, source, source_file FROM results")
+
+
 def sources(db_path: str | Path = DEFAULT_DB) -> pd.DataFrame:
     """Who measured what: rows, commits, machines and dates per (source, subject), flybench's own included."""
     return _query(db_path, """
