@@ -448,3 +448,20 @@ def test_a_real_bisection_skips_commits_that_do_not_compile(tmp_path: Path, monk
     skipped = [p for p in data["probes"] if p["verdict"] == "skipped"]
     assert all("cannot import name 'buffer_ops'" in p["reason"] for p in skipped)
     assert any("stopped after 3 skipped commits" in n for n in data["notes"])
+
+
+def test_a_machine_without_the_compile_toolchain_is_told_to_install_it_before_any_probe(
+        repo: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Without ROCm or the compile extra's ld.lld, every compile probe failed and the bisect said, a minute later,
+    only that GOOD had no value: it now says what to install before probing anything."""
+    from flybench.compile import toolchain
+
+    missing = ("the Python package ziglang is not installed, so there is no ld.lld to link AMDGPU code objects and "
+               f"no FlyDSL kernel can be compiled ({toolchain.INSTALL}, or install ROCm)")
+    monkeypatch.setattr(toolchain, "rocm_root", lambda cache_dir: toolchain.Toolkit(None, "none", (missing,)))
+    probed = []
+    monkeypatch.setattr(b.FlydslCompile, "__call__", lambda self, commit: probed.append(commit))
+    assert main(["bisect", VGPRS, repo["c0"], "main", "--flydsl-repo", repo["path"]]) == 2
+    err = capsys.readouterr().err
+    assert "pip install -e '.[compile]'" in err and "ziglang is not installed" in err and "Traceback" not in err
+    assert probed == []

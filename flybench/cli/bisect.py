@@ -68,6 +68,8 @@ def main(args: argparse.Namespace) -> int:
     probe, method = _probe(series, repo, config, args)
     if args.plan:
         return _plan(series, commits, probe, method)
+    if isinstance(probe, search.FlydslCompile):
+        _check_toolchain()
     print(f"bisect {series.label}: {len(commits) - 1} commits after GOOD {commits[0].short} up to BAD "
           f"{commits[-1].short}; {method}", file=sys.stderr, flush=True)
     result = search.bisect(series, repo, args.good, args.bad, probe, method, max_skips=args.max_skips,
@@ -114,6 +116,19 @@ def _probe(series: search.Series, repo: Path, config: Path, args: argparse.Names
               file=sys.stderr)
     return (search.AsvCase(series, config, repo, machine, flydsl=flydsl, wheel=args.wheel),
             f"an asv run of that one case per commit on {machine}")
+
+
+def _check_toolchain() -> None:
+    """An error before any probe when FlyDSL's kernels cannot be compiled here: without a ROCm install or the
+    compile extra's ld.lld (ziglang) and bitcode (triton), every probe failed and the bisect said only, a minute
+    later, that GOOD had no value."""
+    from flybench.compile import cache, toolchain
+
+    toolkit = toolchain.rocm_root(cache.cache_root())
+    if not toolkit.usable or toolkit.problems:
+        raise FlybenchError("compile-only metrics are bisected by compiling FlyDSL's kernels here, and this machine "
+                            f"cannot: {'; '.join(toolkit.problems)}. Install the compile extra "
+                            f"({toolchain.INSTALL}) or ROCm, then bisect again (`flybench doctor` checks it)")
 
 
 def _check_runs_here(series: search.Series, flydsl_repo: Path | None, bad: str) -> None:
