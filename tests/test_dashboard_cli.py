@@ -18,10 +18,28 @@ def test_command_passes_the_database_and_streamlit_options(tmp_path: Path) -> No
     args = build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb"), "--port", "8600",
                                       "--", "--theme.base", "dark"])
     cmd, env = verb.command(args)
-    assert cmd[:3] == [sys.executable, str(verb.SERVE), "run"] and cmd[3] == str(verb.APP)
+    assert cmd[:3] == [sys.executable, str(verb.APP.with_name("serve.py")), "run"] and cmd[3] == str(verb.APP)
+    assert cmd[cmd.index("--client.showErrorDetails") + 1] == "type"  # no traceback, no server path, to visitors
     assert cmd[cmd.index("--server.port") + 1] == "8600" and cmd[-2:] == ["--theme.base", "dark"]
     assert env["FLYBENCH_DB"] == str((tmp_path / "x.duckdb").resolve())
     assert env["FLYBENCH_ASV_CONFIG"].endswith("asv.conf.json")
+
+
+def test_the_checkout_it_is_started_in_is_served(tmp_path: Path, monkeypatch) -> None:
+    """A second clone serves its own pages, not those of the checkout flybench was installed from; outside any
+    checkout, the pages beside the package."""
+    clone = tmp_path / "clone"
+    for file in ("dashboard/app.py", "dashboard/serve.py", "flybench/__init__.py"):
+        (clone / file).parent.mkdir(parents=True, exist_ok=True)
+        (clone / file).write_text("")
+    (clone / "docs").mkdir()
+    monkeypatch.chdir(clone / "docs")
+    cmd, _ = verb.command(build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb")]))
+    assert cmd[1:4] == [str(clone / "dashboard" / "serve.py"), "run", str(clone / "dashboard" / "app.py")]
+    monkeypatch.chdir(tmp_path)
+    cmd, _ = verb.command(build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb"),
+                                                     "--", "--client.showErrorDetails", "full"]))
+    assert cmd[3] == str(verb.APP) and cmd.count("--client.showErrorDetails") == 1
 
 
 def test_dashboard_verb_serves_the_app(tmp_path: Path) -> None:

@@ -1,9 +1,14 @@
 """`flybench dashboard`: start the Streamlit app over the DuckDB store (read-only) and keep it running.
 
-The app lives in the repository's `dashboard/` directory, beside this package
-(a source checkout, or an editable install of one). The database path and the
-asv config (for commit messages and links) reach the app as environment
-variables; anything after `--` goes to `streamlit run` unchanged.
+The app lives in a checkout's `dashboard/` directory. The one served is the
+checkout the command is started in (the working folder or a folder above it
+holding `dashboard/app.py` beside `flybench/`), so a second clone serves its
+own pages, not those of the checkout flybench was installed from; outside a
+checkout, the tree beside this package (an editable install's). The database
+path and the asv config (for commit messages and links) reach the app as
+environment variables; anything after `--` goes to `streamlit run` unchanged.
+Visitors' error boxes show an exception's type, never its traceback (the
+server's paths): `--client.showErrorDetails` after `--` overrides it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,15 @@ from flybench.errors import FlybenchError
 from flybench.store import DEFAULT_DB
 
 APP = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
-SERVE = APP.with_name("serve.py")  # `streamlit run`, with the pages' modules imported before the server starts
+"""The app beside this package: served where the command is started outside a checkout."""
+
+
+def app_for(start: Path) -> Path:
+    """The `dashboard/app.py` of the checkout holding `start`, else the one beside this package."""
+    for folder in (start, *start.parents):
+        if (folder / "dashboard" / "app.py").is_file() and (folder / "flybench" / "__init__.py").is_file():
+            return folder / "dashboard" / "app.py"
+    return APP
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -38,8 +51,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The streamlit command line and environment `main` runs (separate so tests can check them)."""
-    if not APP.is_file():
-        raise FlybenchError(f"the dashboard app is not at {APP}: run flybench from a source checkout "
+    app = app_for(Path.cwd().resolve())
+    if not app.is_file():
+        raise FlybenchError(f"the dashboard app is not at {app}: run flybench from a source checkout "
                             "(pip install -e '.[dashboard]')")
     if importlib.util.find_spec("streamlit") is None:
         raise FlybenchError("'flybench dashboard' needs streamlit: pip install -e '.[dashboard]'")
@@ -47,9 +61,12 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
         print(f"flybench dashboard: no database at {args.db} yet; the app will say how to fill it "
               "(flybench run, then flybench ingest)", file=sys.stderr)
     extra = [a for a in args.streamlit_args if a != "--"]
-    cmd = [sys.executable, str(SERVE), "run", str(APP), "--server.port", str(args.port),
+    details = [] if any(a.startswith("--client.showErrorDetails") for a in extra) \
+        else ["--client.showErrorDetails", "type"]  # a traceback shows the server's paths to every visitor
+    serve = app.with_name("serve.py")  # `streamlit run`, with the pages' modules imported before the server starts
+    cmd = [sys.executable, str(serve), "run", str(app), "--server.port", str(args.port),
            "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           *extra]
+           *details, *extra]
     env = {**os.environ, envvars.DB: str(args.db.resolve()), envvars.ASV_CONFIG: str(args.config.resolve())}
     return cmd, env
 
@@ -57,7 +74,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
 def main(args: argparse.Namespace) -> int:
     """Becomes the streamlit process (exec), so Ctrl-C and service managers' signals reach it directly."""
     cmd, env = command(args)
-    print(f"flybench dashboard: http://{args.address}:{args.port}  (database {env[envvars.DB]}, Ctrl-C to stop)",
-          flush=True)
+    print(f"flybench dashboard: http://{args.address}:{args.port}  (the pages of {Path(cmd[3]).parents[1]}, "
+          f"database {env[envvars.DB]}, Ctrl-C to stop)", flush=True)
     os.execve(cmd[0], cmd, env)
     return 0  # not reached
