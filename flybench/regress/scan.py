@@ -417,9 +417,9 @@ class Replay:
                                                (env, workload_of(benchmark)))
             for r in rows_of:
                 if r.status == "ok" and _fits(r.value):
-                    unit = resolution([r.value])
-                    s.resolution = unit if s.resolution is None else 0.0 if not unit else \
-                        (min(s.resolution, unit) if s.resolution else 0.0)
+                    if s.resolution != 0.0:  # full precision stays full precision
+                        unit = resolution([r.value])
+                        s.resolution = unit if s.resolution is None or not unit else min(s.resolution, unit)
                     bad = -math.log(r.value) if s.thresholds.bigger_is_better else math.log(r.value)
                     points[r.commit_hash].append((s, bad, r.value, _text(r.run_context) or _text(r.branch)))
         return points
@@ -564,6 +564,8 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
                 continue
             window = s.nets[max(0, k - LEVEL):k]
             old, new = statistics.median(window), statistics.median(s.nets[i:])
+            if new - old < needed:
+                continue
             rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i)
             if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
                 continue  # too small, a run at the new level too near the old, or the step came before the window
