@@ -697,8 +697,21 @@ def role_rows(splits: pd.DataFrame) -> pd.DataFrame:
                                 if tracer else "")
                              + (f"; {r.get('steps')} steps traced" if r["status"] == "ok" else "")
                              + f"; {r['source_file']}")
+        row["method"] = method_text(when)
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["machine", "case", "provider"]).reset_index(drop=True)
+
+
+def method_text(when: Any) -> str:
+    """'current' for a split traced at a commit dated after every change of the attribution method
+    (`flybench.model.attribution.METHOD_CHANGES`), else 'before <commits>: <what changed>'."""
+    from flybench.model.attribution import METHOD_CHANGES
+
+    if not isinstance(when, pd.Timestamp) or pd.isna(when):
+        return "unknown: the split's commit has no date"
+    stamp = when.tz_localize("UTC") if when.tzinfo is None else when
+    later = [c for c in METHOD_CHANGES if stamp < pd.Timestamp(c.date)]
+    return "current" if not later else "before " + "; ".join(f"{c.commit[:7]} ({c.what})" for c in later)
 
 
 def amdahl_rows(split: pd.DataFrame) -> pd.DataFrame:
@@ -723,6 +736,7 @@ def amdahl_rows(split: pd.DataFrame) -> pd.DataFrame:
                                    "base_moe_ms": base["roles_ms"].get("moe", 0.0),
                                    "head_moe_ms": head["roles_ms"].get("moe", 0.0),
                                    "conditions": head["conditions"],
+                                   "method": head["method"] if head["method"] != "current" else base["method"],
                                    "provenance": f"{base['provider']}: {base['provenance']} | "
                                                  f"{head['provider']}: {head['provenance']}"}
             differ = [n for n in SAME_CONDITIONS if base["conditions_of"].get(n) != head["conditions_of"].get(n)]

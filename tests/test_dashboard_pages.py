@@ -788,3 +788,27 @@ def _arrow_column(ipc: bytes, name: str) -> list[str]:
 
     table = pa.ipc.open_stream(ipc).read_all()
     return [v for v in table.column(name).to_pylist() if v] if name in table.column_names else []
+
+
+def test_the_model_lane_says_which_splits_predate_a_change_of_the_attribution_method(db: DashboardDB) -> None:
+    """The committed H200 splits were traced at c956a724, before the attribution fixes (2247860, 5d2675c): the page
+    says so above them and in each row, and the Amdahl check inherits it."""
+    if not db.has_h200:
+        pytest.skip("no committed H200 results in this checkout")
+    at = open_page(db.path, "model")
+    [warning] = [w for w in texts(at, "warning") if "attribution method" in w]
+    assert "traced at c956a724" in warning and "flybench run -w mixtral_step --roles" in warning
+    split = frame(at, "step_ms")
+    assert len(split) and all(m.startswith("before 2247860 (") and "; 5d2675c (" in m for m in split["method"])
+    checks = frame(at, "predicted")
+    assert len(checks) and all(m.startswith("before 2247860") for m in checks["method"])
+
+
+def test_a_split_traced_after_every_method_change_reads_current() -> None:
+    from flybench.model.attribution import METHOD_CHANGES
+
+    newest = pd.Timestamp(METHOD_CHANGES[-1].date)
+    assert frames.method_text(newest + pd.Timedelta(minutes=1)) == "current"
+    assert frames.method_text((newest - pd.Timedelta(minutes=1)).tz_localize(None)).startswith(
+        f"before {METHOD_CHANGES[-1].commit[:7]} (")
+    assert frames.method_text(pd.NaT).startswith("unknown")

@@ -25,17 +25,18 @@ NUMBERS = {"ms": st.column_config.NumberColumn("ms a step", format="%.2f"),
 LAYER_COLUMNS = ["machine", "case", *frames.MOE_LAYERS, "conditions", "provenance"]
 LAYER_NUMBERS = {moe: st.column_config.NumberColumn(f"{moe} tokens/s", format="localized")
                  for moe in frames.MOE_LAYERS}
-SPLIT_COLUMNS = ["machine", "case", "provider", "moe", "status", "step_ms",
+SPLIT_COLUMNS = ["machine", "case", "provider", "moe", "method", "status", "step_ms",
                  *[f"{part}_{kind}" for part in frames.SPLIT for kind in ("ms", "share")], "reason", "conditions",
                  "provenance"]
 SPLIT_NUMBERS = {"step_ms": st.column_config.NumberColumn("ms a step", format="%.3f"),
+                 "method": st.column_config.TextColumn("attribution method"),
                  "moe": st.column_config.TextColumn("MoE layer"),
                  **{f"{part}_ms": st.column_config.NumberColumn(f"{label} ms", format="%.3f")
                     for part, label in zip(frames.SPLIT, ("MoE", "attention", "other", "no role", "untraced"))},
                  **{f"{part}_share": st.column_config.NumberColumn(f"{label} share", format="percent")
                     for part, label in zip(frames.SPLIT, ("MoE", "attention", "other", "no role", "untraced"))}}
-CHECK_COLUMNS = ["machine", "case", "variant", "measured", "predicted", "gap", "base_ms", "head_ms", "predicted_ms",
-                 "check", "conditions", "provenance"]
+CHECK_COLUMNS = ["machine", "case", "variant", "method", "measured", "predicted", "gap", "base_ms", "head_ms",
+                 "predicted_ms", "check", "conditions", "provenance"]
 CHECK_NUMBERS = {"measured": st.column_config.NumberColumn("measured speedup", format="%.3fx"),
                  "predicted": st.column_config.NumberColumn("predicted by the MoE", format="%.3fx"),
                  "gap": st.column_config.NumberColumn("predicted / measured - 1", format="percent"),
@@ -77,6 +78,13 @@ def roles() -> None:
                "(`flybench run --roles`): MoE, attention, other (norms, routing, head), kernels with no role, and "
                "the time no kernel ran (launch gaps, host). On a GPU the trace runs with command buffers off, "
                "which its XLA_FLAGS say.")
+    older = split[split["method"] != "current"]
+    if not older.empty:
+        commits = ", ".join(sorted({str(c)[:8] for c in older["commit_hash"]}))
+        st.warning(f"{len(older)} of these {len(split)} splits (traced at {commits}, the newest stored) predate a "
+                   "change of the attribution method, named in their row: their shares and the Amdahl check below "
+                   "are of the older method. Trace again (`flybench run -w mixtral_step --roles`, then `flybench "
+                   "ingest`) to read them under the current one.")
     ui.table(split, "model-roles", SPLIT_COLUMNS, column_config=SPLIT_NUMBERS)
     st.subheader("Amdahl check")
     st.caption("A variant's speed over ragged_dot, measured over the traced steps, against the speed predicted by "
@@ -87,7 +95,8 @@ def roles() -> None:
         st.info("No variant is traced beside ragged_dot (`xla`) on the same machine and case: trace both "
                 "(`flybench run -w mixtral_step -p xla -p xla-dense --roles`).")
         return
-    ui.table(checks, "model-amdahl", CHECK_COLUMNS, column_config=CHECK_NUMBERS)
+    ui.table(checks, "model-amdahl", CHECK_COLUMNS,
+             column_config={**CHECK_NUMBERS, "method": st.column_config.TextColumn("attribution method")})
 
 
 main()

@@ -29,6 +29,27 @@ from typing import Any
 
 from flybench.model import mixtral
 
+
+@dataclass(frozen=True)
+class MethodChange:
+    """A change of how a step's time is attributed: a split traced at a commit before it is of the older method."""
+
+    commit: str
+    date: str  # ISO 8601, the commit's date
+    what: str
+
+
+METHOD_CHANGES = (
+    MethodChange("224786053f2d9f7dcff0fb1f0c61576ab8bdf8fb", "2026-12-02T16:10:23+00:00",
+                 "an instruction XLA made without metadata takes the role of what it fuses or feeds (kernels with "
+                 "no role: 38 to 2 a step on the CPU's tiny step)"),
+    MethodChange("5d2675c81455a98867eae1f5673932a45ae73dc6", "2026-12-02T16:18:46+00:00",
+                 "a step's wall time is the median of 20 calls, not the mean of 5 (the Triton decode step's host "
+                 "dispatch moved the mean from 1.74 to 2.18 ms between two runs)"),
+)
+"""Every change of the attribution method, oldest first; add one with each change, so that the Model lane page
+says which stored splits predate it."""
+
 _COMMAND_BUFFER = "command_buffer"
 """How a kernel's `hlo_op` begins inside a command buffer (`command_buffer_1`: JAX 0.11.2 on an H200)."""
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->.*\{\s*$")
