@@ -42,6 +42,16 @@ _REASON = {
     "skip": "FlyDSL's CI skipped this case (its table says 'skip')",
     "missing": "FlyDSL's CI printed no value for this case (its table says '-' or 'missing')",
 }
+BELOW_PRINTED = ("FlyDSL's CI printed 0.0 {metric}: a rate below the precision it prints, not one a kernel can "
+                 "have; kept as missing, not as a value")
+
+
+def below_printed(record: Record) -> bool:
+    """An ok record whose value is 0: FlyDSL prints rates to a fixed precision, and its tiniest cases (S1, S7
+    attention: 752 records of its 2026-06/07 month) print 0.0. Stored, never as an ok value of 0."""
+    return record.status == "ok" and record.value == 0
+
+
 CONTRACT = {"source": SOURCE, "method": "FlyDSL tests/test_common.perftest", "values": "one per CI job, no samples"}
 """Imported rows compare with each other, never with a flybench contract."""
 _CONTRACT_JSON = json.dumps(CONTRACT)
@@ -124,10 +134,13 @@ def _row(subject: str, record: Record, file: str, pr: int | None, on_main: bool 
     context, env = run_context(pr, on_main, record.run_id)
     benchmark, params, shape = _mapped(raw["op"], raw["shape"], raw["dtype"], raw["metric"])
     value = record.value
+    status, reason = STATUS[record.status], _REASON.get(record.status)
+    if below_printed(record):
+        status, reason, value = "missing", BELOW_PRINTED.format(metric=raw["metric"]), None
     return {
         "subject": subject, "machine": record.runner, "commit_hash": record.commit, "env_name": env,
         "benchmark": benchmark, "params": params, "unit": raw["metric"], "value": value,
-        "started_at": record.ts, "status": STATUS[record.status], "reason": _REASON.get(record.status),
+        "started_at": record.ts, "status": status, "reason": reason,
         "contract": _CONTRACT_JSON,
         "tflops": value if raw["metric"] == "TFLOPS" else None,
         "gbps": value * 1000 if raw["metric"] == "TB/s" and value is not None else None,

@@ -22,11 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.hardware import PEAKS
 from flybench.importers.flydsl_ci.mapping import map_case
 
 SCHEMA = 1
 METRICS = ("TFLOPS", "TB/s", "speedup")
 """FlyDSL's metrics; all are bigger-is-better."""
+CEILINGS = {"TFLOPS": 100 * max(p.fp8_tflops for p in PEAKS.values()),
+            "TB/s": 100 * max(p.hbm_tbs for p in PEAKS.values()), "speedup": 1e4}
+"""The least value of each metric no run can reach: a hundred times the fastest GPU's vendor figure (fp8 TFLOP/s,
+HBM TB/s; flybench.hardware.PEAKS), and a speedup of ten thousand. Such a value, or one below 0 (-5, 1e308
+TFLOPS), is a broken record, not a measurement: rejected and named, never stored. (0 is a rate FlyDSL printed
+below its precision: stored as missing, counted in the summary; derive.below_printed.)"""
 STATUSES = ("ok", "skip", "missing")
 KEY_FIELDS = ("run_id", "runner", "op", "shape", "dtype", "metric")
 """FlyDSL's own de-duplication key (ingest.py's `_rec_key`): one CI job's value of one case."""
@@ -168,11 +175,16 @@ def from_stored(text: str, commit: str) -> Record:
 
 
 def _value(item: dict[str, Any]) -> float | None:
+    """An ok record's value: at least 0 and below its metric's CEILINGS."""
     value = item.get("value")
     if item["status"] != "ok":
         return None  # skip and missing carry no value (null or absent)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise ValueError(f"status 'ok' needs a finite number in 'value', got {value!r}")
+    ceiling = CEILINGS[item["metric"]]
+    if not 0 <= value < ceiling:  # 0 is FlyDSL's print of a rate below its precision (derive.below_printed)
+        raise ValueError(f"value {value!r} {item['metric']} is no measurement a kernel can have (0 to "
+                         f"{ceiling:,.0f} {item['metric']})")
     return float(value)
 
 
