@@ -39,7 +39,7 @@ from flybench.console import print_rich
 from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
 from flybench.regress.episodes import ENVIRONMENT
-from flybench.regress.history import Regression
+from flybench.regress.history import CLOSED, Regression
 from flybench.regress.verdict import detectable_at, interval_text, size_text
 
 EXIT_OK, EXIT_REGRESSION = 0, 1  # and 2 for bad input: flybench.cli.main maps FlybenchError to it
@@ -435,11 +435,14 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
                     dashboard: str | None) -> str:
     worse = [r for r in regressions if r.regressed]
     environment = sum(r.kind == ENVIRONMENT for r in regressions)
+    closed = sum(r.state in CLOSED and r.kind != ENVIRONMENT for r in regressions)  # listed with --closed
     title = f"### flybench: {_plural(len(worse), 'regression')} in the history{_of_subjects(regressions)}"
     if environment:
         title += f", {_plural(environment, 'step')} the environment made"
-    if len(regressions) > len(worse) + environment:
-        title += f", {_plural(len(regressions) - len(worse) - environment, 'other resource change')}"
+    if closed:
+        title += f", {closed} closed (recovered, accepted or undone)"
+    if len(regressions) > len(worse) + environment + closed:
+        title += f", {_plural(len(regressions) - len(worse) - environment - closed, 'other resource change')}"
     header = ["subject", "machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence", "state", "evidence", "measured on", "to act"]
     rows = [[*_md_cells([r.subject, *_regression_cells(r), r.runs or "-"], code=(2,)), _next_steps(r, dashboard)]
