@@ -374,3 +374,16 @@ def test_a_series_that_slides_a_little_every_run_opens_one_alert_at_its_onset() 
     at_once = [1000.0 * (1 + 0.001 * (i % 2)) * (0.94 if i >= 20 else 1) for i in range(30)]
     assert [a.regression.step.first_bad for a in replay({(BENCH, "a"): at_once}, attribution(30, touched)).alerts] \
         == ["c20"]
+
+
+@pytest.mark.skipif(not DATA.is_file(), reason=f"{DATA} not found (the shared data folder)")
+def test_machine_code_that_arrives_after_the_scan_makes_it_stale(tmp_path: Path) -> None:
+    """The nightly compiles the night's kernels and ingests their machine code after the import's scan: the stored
+    scans must be judged again with it, not kept because the rows did not change."""
+    db = tmp_path / "store.duckdb"
+    import_file(DATA, db)
+    stored.refresh(db)
+    assert stored.refresh(db) == []
+    with connect(db) as conn:
+        conn.execute("INSERT INTO machine_code VALUES ('flydsl', 'abc', 'k', 'gfx950', 'h', 'ok', 'w', '', NULL)")
+    assert ("flydsl", "linux-flydsl-mi355-1") in stored.refresh(db)

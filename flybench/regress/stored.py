@@ -9,7 +9,9 @@ its steps go to `regression_steps`, beside a `regression_scans` row holding
 
 - a digest of the rows the steps were found in (count and XOR of row hashes
   over what the detector reads: value, status, interval, unit, run context,
-  commit date and branch, so a changed commit order counts as a change), and
+  commit date and branch, so a changed commit order counts as a change) and
+  of the code attribution it judged them with (main's commits, the commits
+  that touched each series, the machine code of the series' kernels), and
 - a fingerprint of the thresholds (`flybench.toml`'s `[regress]` fields that
   step detection uses) and of DETECTOR, the version of the detection code.
 
@@ -77,6 +79,14 @@ _DIGESTS = """
         UNION ALL
         SELECT s.subject, s.machine, hash(k.hash, k.position, k.merged_pr)
         FROM code_changes k JOIN (SELECT DISTINCT subject, machine FROM results) s ON s.subject = k.subject
+        WHERE (?::VARCHAR IS NULL OR s.subject = ?) AND (?::VARCHAR IS NULL OR s.machine = ?)
+        UNION ALL
+        SELECT s.subject, s.machine, hash(m.hash, m.kernel, m.arch, m.code_hash, m.status, m.detail)
+        FROM machine_code m JOIN (SELECT DISTINCT subject, machine FROM results) s ON s.subject = m.subject
+        WHERE (?::VARCHAR IS NULL OR s.subject = ?) AND (?::VARCHAR IS NULL OR s.machine = ?)
+        UNION ALL
+        SELECT s.subject, s.machine, hash(k.benchmark, k.params, k.kernel, k.arch)
+        FROM series_kernels k JOIN (SELECT DISTINCT subject, machine FROM results) s ON s.subject = k.subject
         WHERE (?::VARCHAR IS NULL OR s.subject = ?) AND (?::VARCHAR IS NULL OR s.machine = ?)
     ) GROUP BY ALL ORDER BY ALL"""
 _NOISE_COLUMNS = ("subject", "machine", "env_name", "benchmark", "params", "unit", "noise", "level")
@@ -324,7 +334,7 @@ def history_noise(db_path: str | Path, machine: str, subject: str | None = None,
 
 def _digests(conn: duckdb.DuckDBPyConnection, subject: str | None = None,
              machine: str | None = None) -> dict[Scope, str]:
-    args = [subject, subject, machine, machine] * 4
+    args = [subject, subject, machine, machine] * 6
     return {(s, m): d for s, m, d in conn.execute(_DIGESTS, args).fetchall()}
 
 
