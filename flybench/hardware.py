@@ -157,3 +157,18 @@ def machine_name(device: Device | None = None) -> str:
     device = device or detect()
     host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname().split(".")[0]) or "host"
     return f"{host}-{device.accelerator}"
+
+
+LOADED = 0.75
+"""A machine whose 1-minute load average is at or above this share of its cores is busy with other work."""
+
+
+def warn_if_busy(when: str) -> None:
+    """Say when other work keeps this machine's cores busy: a timing taken then is slower and noisier (a run at a
+    load of 8-13 on two cores timed one case's bf16 and fp16 40x apart), and nothing in the results says so."""
+    load = os.getloadavg()[0]
+    cores = len(os.sched_getaffinity(0))
+    if load >= LOADED * cores:
+        print(f"warning: this machine is busy {when}: load average {load:.1f} on {cores} core(s). Timings taken "
+              "now are slower and noisier than on an idle machine; measure again when it is idle before reading "
+              "them as the kernels' speed.", flush=True)

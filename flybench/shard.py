@@ -33,10 +33,13 @@ from flybench.measure.record import CaseKey
 CASE_OVERHEAD_S = 0.4
 """Seconds a case costs beyond its `measure_s`: asv forks its process and collects its result (0.36-0.43 s per
 case over whole quick workloads on the H200, docs/measurement.md)."""
-UNKNOWN_S = {"tiny": 1.0, "quick": 10.0, "full": 20.0}
-"""The estimate for a case whose workload has no measured case on this machine, per shape set. Quick: the H200's
-committed quick records average 5.2 s a case, and FlexAttention's cold compiles take 10-16 s. Full: a guess (no
-full run has been recorded yet) that its larger shapes take twice the quick figure."""
+UNKNOWN_S = {"tiny": 3.0, "quick": 10.0, "full": 20.0}
+"""The estimate for a case whose workload has no measured case on this machine, per shape set. Tiny (what a fresh
+clone runs on a CPU): the attention workload's 25 tiny cases on this project's 2-core development machine took
+3.4 s a case of measure_s (median 3.7 s: FlexAttention and XLA compile each case, 3-7 s; torch 1-1.6 s) plus 0.9 s
+of process start, 109 s in all at a load average of 3-5; the 1.0 s this was before estimated 36 s for them, 3x
+too low. Quick: the H200's committed quick records average 5.2 s a case, and FlexAttention's cold compiles take
+10-16 s. Full: a guess (no full run has been recorded yet) that its larger shapes take twice the quick figure."""
 
 
 @dataclass(frozen=True)

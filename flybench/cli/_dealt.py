@@ -157,6 +157,7 @@ def run_dealt(args: argparse.Namespace, device: hardware.Device, runnable: list[
         print(f"the workers' asv logs are kept in {scratch}")
     else:
         shutil.rmtree(scratch, ignore_errors=True)
+    hardware.warn_if_busy("at the end of the run")
     print(NEXT_STEP)
     failed = outcome.errors or outcome.lost or any(r["status"] == "failed" for r in outcome.done.values())
     if failed:

@@ -33,7 +33,8 @@ def print_run_summary(machine_dir: Path, run_id: str, file: IO[str] | None = Non
     found = run_records(machine_dir, run_id)
     listed = [r for r in found if r["status"] != "unavailable"]
     unavailable = Counter((r["provider"], r.get("reason") or "-") for r in found if r["status"] == "unavailable")
-    title = f"{len(listed)} cases measured" + (f", {unavailable.total()} unavailable here" if unavailable else "")
+    title = (f"{len(listed)} case{'s' if len(listed) != 1 else ''} measured"
+             + (f", {unavailable.total()} unavailable here" if unavailable else ""))
     table = Table(title=title, title_justify="left")
     for column in ("workload", "case", "provider", "dtype", "status", "median", "TFLOP/s", "GB/s", "error"):
         table.add_column(column, overflow="fold")

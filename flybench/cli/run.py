@@ -41,8 +41,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Measure the selected cases of the repository you stand in (its asv.conf.json, its HEAD or "
                     "--commit) with asv on this machine, each case in a process of its own, checked against its "
                     "float32 reference first; results go to asv's results_dir beside a record per case. --dry-run "
-                    "prints the plan (cases, providers, the asv command) and runs nothing. Exit status: 0 all "
-                    "measured, 1 a case failed or did not finish (each reason in the summary), 2 bad input.")
+                    "prints the plan (cases, providers, the asv command) and runs nothing. A machine busy with "
+                    "other work (its load average at or above three quarters of its cores) is said at the start "
+                    "and the end: its timings are slower and noisier than an idle machine's. Exit status: 0 every "
+                    "case that started was measured (with --max-minutes, the cases left unstarted are named and "
+                    "are no failure: --resume measures them), 1 a case that started failed or did not finish "
+                    "(each reason in the summary), 2 bad input.")
     parser.add_argument("--set", dest="shape_set", default=None,
                         help="shape set: tiny, quick or full (default: quick on a GPU, tiny on a CPU)")
     parser.add_argument("--quick", action="store_const", const="quick", dest="shape_set", help="same as --set quick")
@@ -84,7 +88,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "tree or a .cases.jsonl file (default: this machine's folder in the results tree)")
     parser.add_argument("--max-minutes", type=_minutes, default=None,
                         help="start no asv invocation expected to end later than this; the cases left are named "
-                             "(add --resume to a later call to measure them)")
+                             "and do not change the exit status (add --resume to a later call to measure them)")
     parser.add_argument("--resume", action="store_true",
                         help="skip the cases this commit already has a record of on this machine (a run cut short)")
     parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
@@ -104,6 +108,7 @@ def main(args: argparse.Namespace) -> int:
     machine = args.machine or hardware.machine_name(device)
     print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
           f"machine: {machine}; shape set: {shape_set}")
+    hardware.warn_if_busy("before the run")
     _print_availability(combos)
     if args.counters:
         from flybench.counters import unavailable_reason
@@ -167,6 +172,7 @@ def main(args: argparse.Namespace) -> int:
         role_pass(results, machine, commit, run[envvars.ENV_NAME], run[envvars.RUN_ID])
     from flybench.cli._dealt import NEXT_STEP
 
+    hardware.warn_if_busy("at the end of the run")
     print(NEXT_STEP)
     if code:  # asv says 2 when a benchmark failed; here 2 means bad input, and failed cases are recorded
         print("flybench run: some cases failed or did not finish; each reason is in the table above and in the "
