@@ -201,7 +201,7 @@ class Attribution:
         if between is None:
             return "unknown", NO_ATTRIBUTION, "no code attribution: the range's commits are not in the store"
         touches = self._touches.get((benchmark, params), {})
-        own = [c for c in between if c in touches]
+        own, _ = self.changed(benchmark, params, between)
         paired = self._worse_in_pair(benchmark, params, between, thresholds) if thresholds is not None else []
         machine = self._machine(benchmark, params, last_good, through)
         if isinstance(machine, list):
@@ -229,6 +229,11 @@ class Attribution:
         text = (f"environment (files only: {machine}): none of the {len(between)} commit(s) in the range "
                 f"({self._names(between)}) changed what it runs or the compiler")
         return "untouched", FILES, "; ".join([text, *paired])
+
+    def changed(self, benchmark: str, params: str, between: list[str]) -> tuple[list[str], list[str]]:
+        """Of the commits `between`, those that changed what the series runs, and those that changed the compiler."""
+        touches = self._touches.get((benchmark, params), {})
+        return [c for c in between if c in touches], [c for c in between if c in self._compiler]
 
     def _machine(self, benchmark: str, params: str, last_good: str, through: str) -> list[str] | str:
         """The series' kernels whose machine code differs at the two ends (empty: identical), or why that cannot
