@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -148,6 +149,9 @@ class SideRecords:
     suffix: str
     version: int
     objects: tuple[str, ...]
+    values: Callable[[dict[str, Any]], None] | None = None
+    """Raises ValueError for a record holding values its kind cannot have (a negative time, say): the line is
+    skipped with a warning, as one that cannot be read is, and never stored."""
 
     def path_for(self, results_dir: Path, machine: str, commit: str, env: str) -> Path:
         """Beside asv's `<machine>/<commit8>-<env>.json`, with the suffix asv ignores (as case records are)."""
@@ -180,6 +184,8 @@ class SideRecords:
         for name in self.objects:
             if type(record.get(name, {})) is not dict:
                 raise ValueError(f"{name} must be an object")
+        if self.values is not None:
+            self.values(record)
 
 
 def _check(record: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -82,7 +83,22 @@ class RoleRecord:
     version: int = FORMAT_VERSION
 
 
-FILE = SideRecords(SUFFIX, FORMAT_VERSION, ("roles_ms", "role_events", "conditions"))
+def possible_times(record: dict[str, Any]) -> None:
+    """ValueError for an ok split whose times no step can have: a step of 0 ms or less, a role's time below 0 ms or
+    not a finite number. A split with step_ms -5 was stored as ok and the Model lane page showed "MoE share
+    -7.5%"."""
+    if record.get("status") != "ok":
+        return
+    step = record.get("step_ms")
+    if type(step) not in (int, float) or not 0 < step < math.inf:
+        raise ValueError(f"step_ms {step!r} is no time a step can take (more than 0 ms)")
+    odd = {role: ms for role, ms in (record.get("roles_ms") or {}).items()
+           if type(ms) not in (int, float) or not 0 <= ms < math.inf}
+    if odd:
+        raise ValueError(f"roles_ms {odd} holds times no kernel can take (0 ms or more)")
+
+
+FILE = SideRecords(SUFFIX, FORMAT_VERSION, ("roles_ms", "role_events", "conditions"), possible_times)
 """The file's format: where it lies, how a RoleRecord is appended, which lines are read back."""
 path_for, append, read = FILE.path_for, FILE.append, FILE.read
 

@@ -183,6 +183,7 @@ class ResultsFile:
     environment: dict[str, Any]
     rows: list[dict[str, Any]] | None
     table: pa.Table | None = None
+    impossible: int = 0  # rows whose time no call can take, kept as failed (impossible_times)
 
     @property
     def row_count(self) -> int:
@@ -1028,12 +1029,14 @@ def impossible_times(parsed: ResultsFile) -> ResultsFile:
         return f"impossible time {value!r} s (a call takes more than 0 s and less than {MAX_SECONDS:g} s)"
 
     if parsed.rows is not None:
+        found = 0
         for row in parsed.rows:
             value = row.get("value")
             if row.get("unit") == "seconds" and row.get("status") == "ok" and value is not None and not (
                     0 < value < MAX_SECONDS):
                 row.update(status="failed", reason=reason(value))
-        return parsed
+                found += 1
+        return replace(parsed, impossible=found)
     table = parsed.table
     value = table["value"]
     bad = pc.and_kleene(pc.and_kleene(pc.equal(table["unit"], "seconds"), pc.equal(table["status"], "ok")),
@@ -1048,4 +1051,4 @@ def impossible_times(parsed: ResultsFile) -> ResultsFile:
     column = pa.array(reasons, pa.string())
     table = (table.set_column(table.schema.get_field_index("reason"), "reason", column)
              if "reason" in table.column_names else table.append_column("reason", column))
-    return replace(parsed, table=table)
+    return replace(parsed, table=table, impossible=pc.sum(bad.cast(pa.int64())).as_py())

@@ -76,6 +76,7 @@ class IngestReport:
     rows: int = 0
     counter_rows: int = 0  # hardware-counter rows (flybench.store.counters)
     role_rows: int = 0  # model-lane role splits (flybench.store.roles)
+    impossible: int = 0  # rows of `rows` whose time no call can take, stored as failed (asv_files.impossible_times)
     machine_code_rows: int | None = None  # records of the tree's machine-code.jsonl (None: the tree has none)
     pruned: bool = False  # --prune was given: `kept` are then files of machines the tree does not hold
 
@@ -89,6 +90,8 @@ class IngestReport:
             f"{len(self.unchanged)} unchanged, {len(self.removed)} removed, {len(self.errors)} failed"
             + (f"; {self.counter_rows} hardware-counter rows" if self.counter_rows else "")
             + (f"; {self.role_rows} model-lane role splits" if self.role_rows else "")
+            + (f"; {self.impossible} rows with a time no call can take (0 s or less, an hour or more), stored as "
+               "failed, not as ok" if self.impossible else "")
             + (f"; {self.machine_code_rows} machine code records" if self.machine_code_rows is not None else "")
         ]
         if self.kept and self.pruned:
@@ -809,6 +812,7 @@ class _Batch:
             else:
                 self.report.loaded.append(entry.relpath)
                 self.report.rows += entry.parsed.row_count
+                self.report.impossible += entry.parsed.impossible
 
     def _store_files(self, items: list[_Parsed]) -> None:
         """`items` in one transaction, with the rows of the new machines they are the first files of."""
