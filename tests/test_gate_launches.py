@@ -246,3 +246,21 @@ def test_compiles_do_not_grow_with_shapes() -> None:
     assert compiles([{"context_lens": (n,) * batch} for n in range(4096, 8193, 64)]) <= 4
     assert compiles([{"batch": b, "context_lens": (4096,) * b} for b in range(1, 65)]) <= 4
     assert len(specs.kernel_specs("gfx942", "full")) <= 147
+
+
+def test_drift_controls_join_only_the_workloads_with_a_timed_subject() -> None:
+    """A change that reaches moe and diffusion attention but alters only the MoE's kernels measures the XLA
+    baseline of the MoE, over the MoE's timed cases, and no diffusion-attention case at all."""
+    from flybench.cli.gate import _measured
+    from flybench.regress.config import RegressConfig
+    from flybench.selection import Choice
+
+    timed = ("moe", "t1024", "triton", "bf16")
+    untimed = ("diffusion_attention", "b8", "triton", "bf16")
+    chosen = Chosen([timed], [untimed], {timed: "static imports", untimed: "static imports"},
+                    why={timed: [MOE], untimed: [MOE]}, timed={timed: ["machine code of moe_down changed"]},
+                    untimed={untimed: COMPILED_IDENTICALLY})
+    runnable = [Choice(w, p, "bf16", None) for w in ("moe", "diffusion_attention") for p in ("triton", "xla")]
+    selections, subjects = _measured(chosen, runnable, RegressConfig(control_providers=frozenset({"xla"})))
+    assert subjects == frozenset({"triton"})
+    assert selections == [Selection("moe", ("triton", "xla"), ("bf16",), ("t1024",))]
