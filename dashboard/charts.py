@@ -240,7 +240,8 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
             y=y, color=color, href="url:N", tooltip=tooltip, shape=alt.Shape("provenance:N", title="measured by"))
         .transform_filter(point),
         base.mark_point(shape="cross", size=140, filled=True, color="#d62728").encode(
-            y=alt.value({"expr": "height - 4"}),
+            y=alt.value(PANEL_HEIGHT - 4),  # pixels from the top: a facet's cell has no `height` signal, so
+            # "height - 4" put the crosses 4 px above its top edge
             tooltip=[alt.Tooltip("series:N", title="provider"), alt.Tooltip("short:N", title="commit"),
                      alt.Tooltip("commit_date:T", title="date"), alt.Tooltip("why:N", title="failed because")])
         .transform_filter("datum.layer == 'failed'"),
@@ -346,12 +347,13 @@ def resource_lines(frame: pd.DataFrame) -> alt.FacetChart:
     y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False), axis=alt.Axis(format=NUMBER_FORMAT, tickCount=4))
     base = alt.Chart().encode(x=x)
     layers = alt.layer(
-        base.mark_line(interpolate="step-after", invalid=None).encode(y=y, color=arch["color"],
-                                                                       strokeDash=arch["strokeDash"]),
+        base.mark_line(interpolate="step-after", invalid="break-paths-filter-domains").encode(
+            y=y, color=arch["color"], strokeDash=arch["strokeDash"]),  # a failed compile breaks the line: no drop
+        # to the panel's floor (invalid=None drew its missing value as 0), no bridge either
         base.mark_point(filled=True, size=45, opacity=1).encode(y=y, color=arch["color"], shape=arch["shape"],
                                                                  tooltip=tooltip).transform_filter("datum.status == 'ok'"),
         base.mark_point(shape="cross", size=120, filled=True, color="#d62728").encode(
-            y=alt.value({"expr": "height - 4"}), tooltip=tooltip).transform_filter("datum.status != 'ok'"),
+            y=alt.value(PANEL_HEIGHT // 2 - 4), tooltip=tooltip).transform_filter("datum.status != 'ok'"),
         data=frame)
     return layers.properties(height=PANEL_HEIGHT // 2, width=PANEL_WIDTH).facet(
         row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",

@@ -182,3 +182,60 @@ def test_a_pull_request_from_the_address_is_never_a_link_or_math(imported_sessio
     for value in HOSTILE_VALUES:
         load(page, url, "pull_request", "?" + urlencode({"pr": value}), 0)
         assert _live_from(page) == ([], 0), value
+
+
+_FAILED_COMPILES = """() => {
+    const svg = document.querySelector('.vega-embed svg');
+    const plots = [...svg.querySelectorAll('g.mark-group.role-scope.cell > g > path.background, '
+                                           + 'g.mark-group.role-scope[class*="concat_"] > g > path.background')]
+        .map(p => p.getBoundingClientRect()).map(r => [r.top, r.bottom]);
+    const crosses = [...svg.querySelectorAll('g.mark-symbol path')]
+        .filter(p => (p.getAttribute('fill') || '').toLowerCase() === '#d62728')
+        .map(p => p.getBoundingClientRect()).map(r => [r.top, r.bottom]);
+    const pieces = [...svg.querySelectorAll('g.mark-line path')].map(p => ((p.getAttribute('d') || '').match(/M/g) || []).length);
+    return {plots, crosses, pieces};
+}"""
+"""The first chart's plot areas, its red crosses (top and bottom of each) and how many pieces each line is in."""
+
+
+@pytest.fixture(scope="module")
+def compile_session(tab: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    """The committed compile-only history (results/flydsl), ingested as a new user's first store holds it."""
+    from browser.harness import REPO
+
+    from flybench.store import ingest
+
+    tree = REPO / "results" / "flydsl"
+    if not any(tree.glob("*/*.json")):
+        pytest.skip("no committed compile-only history in this checkout")
+    db = tmp_path_factory.mktemp("compile") / "compile.duckdb"
+    assert ingest(tree, db).ok
+    with serve(db) as url:
+        yield url, tab
+
+
+def test_a_failed_compile_is_a_cross_on_the_bottom_edge_and_breaks_the_line(compile_session: tuple[str, Any]) -> None:
+    """moe_gemm_2stage:stage2_prefill failed to compile at 22 commits: each panel shows a cross at its bottom edge
+    (the caption says so) for each, and its lines stop there instead of dropping to the floor or bridging."""
+    url, page = compile_session
+    loaded = load(page, url, "resources", "?kernel=moe_gemm_2stage%3Astage2_prefill", 1)
+    assert "on a panel's bottom edge" in loaded.text
+    drawn_ = page.evaluate(_FAILED_COMPILES)
+    assert drawn_["plots"] and drawn_["crosses"]
+    for top, bottom in drawn_["crosses"]:  # each cross sits on the bottom edge of the panel it is drawn in
+        centre = (top + bottom) / 2
+        assert any(high - 12 <= centre <= high + 2 for _, high in drawn_["plots"]), (top, bottom, drawn_["plots"])
+    assert max(drawn_["pieces"]) > 1  # a line broken where the compile failed, neither bridged nor dropped
+
+
+def test_a_failed_case_is_a_cross_on_the_bottom_edge_of_its_history(session: tuple[str, Any]) -> None:
+    """flydsl failed its correctness check at the newest commit on m1-gfx950: History's cross sits on the bottom edge
+    of that panel, as its caption says, not above the panel's top (a facet's cell has no `height` signal)."""
+    url, page = session
+    loaded = load(page, url, "history", "?subject=toyproj&benchmark=attention.Quick.track_time", 1)
+    assert "✕ on the bottom edge" in loaded.text
+    drawn_ = page.evaluate(_FAILED_COMPILES)
+    assert drawn_["crosses"]
+    for top, bottom in drawn_["crosses"]:
+        centre = (top + bottom) / 2
+        assert any(high - 12 <= centre <= high + 2 for _, high in drawn_["plots"]), (top, bottom, drawn_["plots"])
