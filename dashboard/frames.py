@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -435,6 +436,19 @@ def kernel_name(kernel: Any, params: Any) -> str:
     return str(given.get("kernel", kernel)) + (f" ({rest})" if rest else "")
 
 
+def kernels_first(rows: pd.DataFrame) -> list[str]:
+    """The kernels of resource rows, the one to open on first: FlyDSL's own kernels (the registry's checkout
+    kernels) before the project's baselines (its Triton kernels), then the one compiled for the most
+    architectures, then at the most commits. The page opened on a Triton kernel when the ranking counted
+    architectures alone."""
+    from flybench.compile.registry import CHECKOUT_CASES
+
+    flydsl = {c.name for c in CHECKOUT_CASES}
+    ranked = rows.groupby("kernel_name").agg(archs=("arch", "nunique"), commits=("commit_hash", "nunique"))
+    ranked["flydsl"] = [name.split(" (")[0] in flydsl for name in ranked.index]
+    return list(ranked.sort_values(["flydsl", "archs", "commits"], ascending=False, kind="stable").index)
+
+
 def kernel_names(rows: pd.DataFrame) -> pd.Series:
     """Each row's kernel as engineers name it (`kernel_name`); the benchmark id stays in `origin`."""
     return pd.Series([kernel_name(k, p) for k, p in zip(rows["kernel"], rows["params"])], index=rows.index,
@@ -760,11 +774,21 @@ def _json(value: Any) -> Any:
     return value if value is not None and not (isinstance(value, float) and math.isnan(value)) else {}
 
 
+PATH = re.compile(r"(?:/[\w.+@-]+){2,}/")
+
+
+def without_paths(text: str) -> str:
+    """A compiler's message without the folders of the machine that compiled it ('.../flydsl/expr/__init__.py'
+    keeps the file): the paths name that machine's layout, and a visitor need not read them."""
+    return PATH.sub(".../", text)
+
+
 def change_context(found: pd.DataFrame, rows: pd.DataFrame, notes: pd.DataFrame) -> pd.DataFrame:
     """What lies behind each resource change of one kernel: `found` (`analysis.resource_changes` with `arch`)
     gains `pr` (the first bad commit's pull request), `failed_between` (commits strictly inside the range, in
-    commit order, where the kernel failed to compile on that architecture), `failures` (their compiler
-    messages as the commit notes give them: the first of each commit's failures) and `compiler` (the FlyDSL
+    commit order, where the kernel has no value on that architecture: it failed to compile, or was
+    unavailable), `failures` (the compiler messages as the commit notes give them, the first of each commit's
+    failures, without the compiling machine's folders; and how many commits were unavailable) and `compiler` (the FlyDSL
     wheel and its LLVM on each side: "changed: ..." when either differs, so a change the compiler made is
     told from one the kernel's code made). `notes`: `queries.commit_notes`."""
     out = found.copy()
@@ -772,7 +796,9 @@ def change_context(found: pd.DataFrame, rows: pd.DataFrame, notes: pd.DataFrame)
         columns=["pr", "wheel", "llvm", "first_failure"])
     order = rows.sort_values("commit_date", kind="stable").drop_duplicates("commit_hash")["commit_hash"].tolist()
     place = {h: i for i, h in enumerate(order)}
-    failed = rows[rows["status"] == "failed"].groupby("arch")["commit_hash"].agg(lambda c: set(c))
+    missing = rows[rows["status"] != "ok"]  # failed compiles and commits where the kernel was unavailable
+    failed = missing.groupby("arch")["commit_hash"].agg(lambda c: set(c))
+    status = {(a, h): s for a, h, s in zip(missing["arch"], missing["commit_hash"], missing["status"])}
 
     def note(commit: str, field: str) -> Any:
         value = known[field].get(commit) if field in known else None
@@ -786,8 +812,11 @@ def change_context(found: pd.DataFrame, rows: pd.DataFrame, notes: pd.DataFrame)
         inside = [h for h in order[low + 1:high]] if 0 <= low < high else []
         broken = [h for h in inside if h in failed.get(r.arch, set())]
         counts.append(len(broken))
-        messages = sorted({note(h, "first_failure") or "no message recorded" for h in broken})
-        reasons.append("; ".join(messages))
+        messages = sorted({without_paths(note(h, "first_failure") or "no message recorded") for h in broken
+                           if status[r.arch, h] == "failed"})
+        unavailable = sum(status[r.arch, h] != "failed" for h in broken)
+        reasons.append("; ".join(messages + ([f"not compiled (unavailable) at {unavailable} commit(s)"]
+                                             if unavailable else [])))
         sides = [(note(h, "wheel"), note(h, "llvm")) for h in (r.last_good, r.first_bad)]
         if sides[0] == (None, None) or sides[1] == (None, None):
             compilers.append("not recorded")

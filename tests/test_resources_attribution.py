@@ -62,3 +62,32 @@ def test_a_broken_notes_file_is_refused_with_its_line(tmp_path: Path) -> None:
     (tmp_path / commit_notes.FILE).write_text(json.dumps({"hash": "ab", "pr": "#1"}) + "\n")
     with pytest.raises(FlybenchError, match="pull request number"):
         commit_notes.read(tmp_path)
+
+
+def test_the_page_opens_on_flydsls_kernel_and_counts_every_commit_without_a_value(
+        history_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It opened on a Triton kernel (the project's own baseline), counted only failed compiles inside a range (not
+    the commits where the kernel was not compiled), and showed the compiling machine's folders in the messages."""
+    from flybench.compile.registry import CHECKOUT_CASES
+
+    monkeypatch.setenv("FLYBENCH_DB", str(history_db))
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.switch_page("views/resources.py")
+    at.run()
+    assert at.selectbox(key="kernel").value in {c.name for c in CHECKOUT_CASES}
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.switch_page("views/resources.py")
+    at.query_params.update(kernel="moe_gemm_2stage:stage2_prefill")
+    at.run()
+    changes = next(df.value for df in at.dataframe if "compiler" in df.value.columns)
+    code = changes[(changes["arch"] == "gfx942") & (changes["metric"] == "code bytes")].iloc[0]
+    assert code["commits"] == "cf1db2fe..5cb8c3c3" and code["failed_between"] == 10
+    assert code["failures"].endswith("; not compiled (unavailable) at 4 commit(s)")
+    assert not any("/work/" in f or "/home/" in f for f in changes["failures"])
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.switch_page("views/resources.py")
+    at.query_params.update(kernel="flash_attn_gfx950:causal")
+    at.run()
+    changes = next(df.value for df in at.dataframe if "compiler" in df.value.columns)
+    imports = [f for f in changes["failures"] if "cannot import name 'buffer_ops'" in f]
+    assert imports and all("from 'flydsl.expr' (.../" in f and "/work/" not in f for f in imports)

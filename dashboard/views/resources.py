@@ -35,8 +35,7 @@ def main() -> None:
                 "results with `flybench ingest`.")
         return
     allowed = filters.scope(rows, ("subject", "arch", "machine"))
-    kernels = allowed.groupby("kernel_name")["arch"].nunique().sort_values(ascending=False, kind="stable")
-    kernel = filters.pick_one("Kernel", "kernel", list(kernels.index), sidebar=False)
+    kernel = filters.pick_one("Kernel", "kernel", frames.kernels_first(allowed), sidebar=False)
     if kernel is None:
         ui.no_rows("kernels")
         return
@@ -99,9 +98,10 @@ def changes(shown: pd.DataFrame) -> None:
     st.caption("`undone`: a later commit brought the metric back to its value before the change. `pr`: the first "
                "changed commit's pull request. `compiler`: the FlyDSL wheel and its LLVM on the two sides; "
                "\"changed\" means the compiler moved too, so the change need not be the kernel's code. "
-               "`failed compiles`: commits inside the range where this kernel did not compile on that "
-               "architecture (a line break on the chart), with the compiler's message as the commit notes "
-               "record it (the first failure at that commit).")
+               "`no value`: commits inside the range where this kernel has no value on that architecture (a "
+               "line break on the chart): its compile failed, with the compiler's message as the commit notes "
+               "record it (the first failure at that commit, without the compiling machine's folders), or it was "
+               "not compiled there (unavailable), counted.")
     if found["compiler"].str.startswith("changed").any():
         st.caption(f"{int(found['compiler'].str.startswith('changed').sum())} of {len(found)} changes span a "
                    "change of compiler.")
@@ -109,8 +109,8 @@ def changes(shown: pd.DataFrame) -> None:
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last..first changed",
         "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
-        "failed_between": st.column_config.NumberColumn("failed compiles", format="%d"),
-        "failures": "why they failed",
+        "failed_between": st.column_config.NumberColumn("no value", format="%d"),
+        "failures": "why",
         "history": st.column_config.LinkColumn("history", display_text="open")})
 
 
