@@ -235,19 +235,20 @@ def test_a_history_too_short_to_judge_says_so(tmp_path: Path, capsys: pytest.Cap
 
 
 def machine_attribution(runs: int, codes: dict[str, str], touched: dict[str, list[tuple[str, str]]] | None = None,
-                        compiler: tuple[str, ...] = ()) -> scan.Attribution:
+                        compiler: tuple[str, ...] = (), cxx: tuple[str, ...] = ()) -> scan.Attribution:
     """Every run's commit known; `codes`: commit -> the hash of kernel k's machine code from that commit on (series
-    a runs k on gfx950); the `compiler` commits changed python/flydsl."""
+    a runs k on gfx950), each commit compiled on wheel 0.2.4 with its python/flydsl laid over; the `compiler`
+    commits changed python/flydsl, the `cxx` ones the compiler's C++."""
     hashes, code = [f"c{i:02d}" for i in range(runs)], "h0"
     rows = []
     for h in hashes:
         code = codes.get(h, code)
-        rows.append({"hash": h, "kernel": "k", "arch": "gfx950", "code_hash": code, "status": "ok", "library": "w",
-                     "detail": ""})
+        rows.append({"hash": h, "kernel": "k", "arch": "gfx950", "code_hash": code, "status": "ok",
+                     "library": f"flydsl 0.2.4 + python/flydsl of {h}", "detail": ""})
     changes = pd.DataFrame({"hash": hashes, "position": range(runs), "merged_pr": [100 + i for i in range(runs)],
                             "title": ["t"] * runs,
-                            "files": [["python/flydsl/expr/typing.py"] if h in compiler else ["docs/a.md"]
-                                      for h in hashes]})
+                            "files": [["python/flydsl/expr/typing.py"] if h in compiler else
+                                      ["lib/Dialect/Fly/IR/FlyOps.cpp"] if h in cxx else ["docs/a.md"] for h in hashes]})
     touches = pd.DataFrame([{"benchmark": b, "params": json.dumps({"case": c}), "hash": commit,
                              "files": files} for commit, hit in (touched or {}).items() for b, c, *files in hit],
                            columns=["benchmark", "params", "hash", "files"])
@@ -387,3 +388,12 @@ def test_machine_code_that_arrives_after_the_scan_makes_it_stale(tmp_path: Path)
     with connect(db) as conn:
         conn.execute("INSERT INTO machine_code VALUES ('flydsl', 'abc', 'k', 'gfx950', 'h', 'ok', 'w', '', NULL)")
     assert ("flydsl", "linux-flydsl-mi355-1") in stored.refresh(db)
+
+
+def test_identical_machine_code_says_nothing_of_a_c_plus_plus_change_the_wheel_of_both_ends_does_not_hold() -> None:
+    """Both ends compiled on one wheel with their python/flydsl laid over it: a range that changed lib/ is not
+    compiled into either, so their identical machine code clears nothing, and the files decide."""
+    [alert] = replay({(BENCH, "a"): STEP}, machine_attribution(14, {}, cxx=("c08",))).alerts
+    assert alert.regression.evidence == (
+        "code (files only: the range changed the compiler's C++, which the machine code of k at both ends, built on "
+        "flydsl 0.2.4, does not hold): #108 changed the compiler (lib/Dialect/Fly/IR/FlyOps.cpp)")

@@ -143,12 +143,13 @@ class Attribution:
             self._touches[benchmark, alerts.canonical(params)][commit] = list(changed)
         self._paired = {(b, alerts.canonical(p), int(pr)): d for b, p, pr, d in
                         zip(paired["benchmark"], paired["params"], paired["pr"], paired["delta_pct"])}
-        self._code: dict[tuple[str, str], dict[str, tuple[str, str | None, str]]] = defaultdict(dict)
+        self._cxx = {h for h, fs in zip(changes["hash"], files) if any(_cxx(f) for f in fs)}
+        self._code: dict[tuple[str, str], dict[str, tuple[str, str | None, str, str]]] = defaultdict(dict)
         if machine_code is not None:
-            for commit, kernel, arch, code, status, detail in zip(
+            for commit, kernel, arch, code, status, detail, library in zip(
                     machine_code["hash"], machine_code["kernel"], machine_code["arch"], machine_code["code_hash"],
-                    machine_code["status"], machine_code["detail"]):
-                self._code[kernel, arch][commit] = (status, None if pd.isna(code) else code, detail)
+                    machine_code["status"], machine_code["detail"], machine_code["library"]):
+                self._code[kernel, arch][commit] = (status, None if pd.isna(code) else code, detail, library)
         self._kernels: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         if series_kernels is not None:
             for benchmark, params, kernel, arch in zip(series_kernels["benchmark"], series_kernels["params"],
@@ -251,6 +252,10 @@ class Attribution:
                 return f"machine code of {kernel} at {missing[0][:8]} {why}"
             if ends[0][1] != ends[1][1]:
                 changed.append(f"{kernel} ({arch})")
+            elif _wheel(ends[0][3]) == _wheel(ends[1][3]) and any(c in self._cxx for c in self.commits(last_good,
+                                                                                                      through)):
+                return (f"the range changed the compiler's C++, which the machine code of {kernel} at both ends, "
+                        f"built on {_wheel(ends[0][3])}, does not hold")
         return changed
 
     def _worse_in_pair(self, benchmark: str, params: str, between: list[str], thresholds: Thresholds) -> list[str]:
@@ -269,6 +274,17 @@ class Attribution:
     def _names(self, commits: list[str]) -> str:
         names = [f"#{self._pr[c]}" if self._pr.get(c) is not None else c[:8] for c in commits]
         return _some(names, 4)
+
+
+def _cxx(path: str) -> bool:
+    """FlyDSL's C++ (its dialects and passes, their build): what a wheel holds compiled, and a commit's
+    `python/flydsl` laid over an older wheel does not."""
+    return path.startswith(("lib/", "include/", "thirdparty/", "cmake/")) or path == "CMakeLists.txt"
+
+
+def _wheel(library: str) -> str:
+    """The wheel a machine code record was built on: 'flydsl 0.2.4' of 'flydsl 0.2.4 + python/flydsl of ...'."""
+    return library.split(" + ", 1)[0]
 
 
 def _compiled(path: str) -> bool:
