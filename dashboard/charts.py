@@ -150,14 +150,26 @@ def commit_order(rows: pd.DataFrame) -> pd.Series:
 
 def commit_ticks(rows: pd.DataFrame, most: int = 8) -> tuple[dict[int, str], pd.DataFrame]:
     """Up to `most` evenly spread commit positions (`order`), the first and the last always among them, labelled
-    with their dates, and the gaps: positions whose commit came GAP_DAYS or more after the one before it
+    with their dates, no date twice (with the time where the commits drawn all fall on one day), and the gaps: positions whose commit came GAP_DAYS or more after the one before it
     (columns order, days)."""
     dated = rows.drop_duplicates("order").sort_values("order")[["order", "commit_date"]]
     if dated.empty:
         return {}, pd.DataFrame(columns=["order", "days"])
     shown = min(most, len(dated))
     picks = sorted({round(i * (len(dated) - 1) / max(1, shown - 1)) for i in range(shown)})
-    ticks = {int(dated["order"].iloc[i]): f"{dated['commit_date'].iloc[i]:%Y-%m-%d}" for i in picks}
+    day = [f"{d:%Y-%m-%d}" for d in dated["commit_date"]]
+    kept: list[int] = []
+    for i in picks:  # one label a date: six ticks read as three identical pairs when commits share a day
+        if kept and day[i] == day[kept[-1]]:
+            if i == picks[-1] and len(kept) > 1:
+                kept[-1] = i  # the last commit keeps its label
+            continue
+        kept.append(i)
+    if len(kept) == 1 and picks[-1] != kept[0]:  # every commit of one day: the first and the last by time
+        kept.append(picks[-1])
+    same_day = len({day[i] for i in kept}) < len(kept)
+    ticks = {int(dated["order"].iloc[i]): f"{dated['commit_date'].iloc[i]:%Y-%m-%d %H:%M}" if same_day else day[i]
+             for i in kept}
     days = dated["commit_date"].diff().dt.days
     gaps = dated.assign(days=days)[days >= GAP_DAYS][["order", "days"]].astype({"days": int})
     return ticks, gaps.reset_index(drop=True)

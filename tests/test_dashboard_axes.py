@@ -27,9 +27,23 @@ def test_the_commit_axis_reaches_the_last_commit(commits: int) -> None:
     rows, x = charts.in_commit_order(rows)
     assert list(rows["order"]) == list(range(commits))
     ticks, _ = charts.commit_ticks(rows)
-    assert 0 in ticks and commits - 1 in ticks and len(ticks) == min(commits, 8)
+    assert 0 in ticks and commits - 1 in ticks and len(ticks) <= min(commits, 8)
+    assert len(set(ticks.values())) == len(ticks)  # no two ticks read alike
     low, high = x.to_dict()["scale"]["domain"]
     assert low < 0 and high > commits - 1
+
+
+def test_commits_of_one_day_get_one_date_label_not_identical_pairs() -> None:
+    """Six commits, two a day over three days, were labelled 'd1, d1, d2, d2, d3, d3': which commit a tick names
+    could not be told without hovering."""
+    rows = pd.DataFrame({"commit_hash": [f"{i:040x}" for i in range(6)],
+                         "commit_date": pd.to_datetime(["2026-06-11 01:00", "2026-06-11 13:00", "2026-06-12 01:00",
+                                                        "2026-06-12 13:00", "2026-06-13 01:00", "2026-06-13 13:00"])})
+    ticks, _ = charts.commit_ticks(charts.in_commit_order(rows)[0])
+    assert ticks == {0: "2026-06-11", 2: "2026-06-12", 5: "2026-06-13"}
+    one_day = rows.assign(commit_date=pd.date_range("2026-06-11 01:00", periods=6, freq="1h"))
+    ticks, _ = charts.commit_ticks(charts.in_commit_order(one_day)[0])
+    assert ticks == {0: "2026-06-11 01:00", 5: "2026-06-11 06:00"}
 
 
 @pytest.mark.parametrize("changes", [[-0.004, 0.003], [0.5, -0.2], [0.0012], [-3.5, 0.1], [0.02, 0.021, 0.019],

@@ -239,3 +239,15 @@ def test_a_failed_case_is_a_cross_on_the_bottom_edge_of_its_history(session: tup
     for top, bottom in drawn_["crosses"]:
         centre = (top + bottom) / 2
         assert any(high - 12 <= centre <= high + 2 for _, high in drawn_["plots"]), (top, bottom, drawn_["plots"])
+
+
+_X_LABELS = """() => [...document.querySelectorAll('.vega-embed svg g.role-axis[aria-label^="X-axis"]')].map(
+    axis => [...axis.querySelectorAll('g.role-axis-label text')].map(t => t.textContent))"""
+
+
+def test_historys_commit_axis_never_prints_one_date_twice(imported_session: tuple[str, Any]) -> None:
+    """FlyDSL CI's month has several main commits a day: the axis printed six dates in three identical pairs."""
+    url, page = imported_session
+    load(page, url, "history", "?" + urlencode({"benchmark": "attention.FlydslCI.track_tflops"}), 1)
+    axes = [labels for labels in page.evaluate(_X_LABELS) if len(labels) > 1]
+    assert axes and all(len(set(labels)) == len(labels) for labels in axes), axes
