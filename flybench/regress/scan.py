@@ -569,6 +569,17 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
     if n < MIN_BEFORE + PERSIST or min(s.nets[-PERSIST:]) - min(s.nets[max(0, n - AFTER - LEVEL - 1):n - PERSIST]) \
             < floor / 2:
         return None  # no boundary's old level can lie half the floor below its newest runs: nothing to judge
+    boundaries = []  # (k, i, old, new): the first run after the old level's window, the first at the new level
+    for after in range(PERSIST, AFTER + 1):
+        i = n - after
+        for spread in (1, 2):
+            k = i - spread + 1
+            if k >= MIN_BEFORE:
+                old, new = statistics.median(s.nets[max(0, k - LEVEL):k]), statistics.median(s.nets[i:])
+                if new - old >= floor:
+                    boundaries.append((k, i, old, new))
+    if not boundaries:
+        return None  # no boundary's levels differ by the floor: the scatter need not be estimated
     noise = _scatter(s)
     if len(s.nets) <= YOUNG:
         held = typical(s)
@@ -577,29 +588,23 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
         noise = max(noise, held)
     needed = max(floor, t.noise_k * noise, DIGITS * s.half_digit())
     best = None
-    for after in range(PERSIST, AFTER + 1):
-        i = n - after
-        for spread in (1, 2):
-            k = i - spread + 1  # the first run not in the old level's window
-            if k < MIN_BEFORE:
-                continue
-            window = s.nets[max(0, k - LEVEL):k]
-            old, new = statistics.median(window), statistics.median(s.nets[i:])
-            if new - old < needed:
-                continue
-            rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i)
-            if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
-                continue  # too small, a run at the new level too near the old, or the step came before the window
-            if spread == 2 and not (rise / 4 <= s.nets[k] - old <= rise * 3 / 4):
-                continue  # the run between is at one of the levels: the one-run boundary judges it
-            before = statistics.median(s.values[max(0, k - LEVEL):k])
-            after_value = statistics.median(s.values[i:])
-            if abs(after_value - before) < t.absolute or (best is not None and rise <= best[0] + 1e-12):
-                continue
-            verdict = attribution.judge(s.key[1], s.params_text, s.commits[k - 1], s.commits[i], t)
-            if verdict.kind != "code" and _visited(s.nets[:k], old, new):  # a code range may go back to a level
-                continue
-            best = (rise, k, i, old, new, before, after_value, verdict)
+    for k, i, old, new in boundaries:
+        window = s.nets[max(0, k - LEVEL):k]
+        if new - old < needed:
+            continue
+        rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i)
+        if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
+            continue  # too small, a run at the new level too near the old, or the step came before the window
+        if k != i and not (rise / 4 <= s.nets[k] - old <= rise * 3 / 4):
+            continue  # the run between is at one of the levels: the one-run boundary judges it
+        before = statistics.median(s.values[max(0, k - LEVEL):k])
+        after_value = statistics.median(s.values[i:])
+        if abs(after_value - before) < t.absolute or (best is not None and rise <= best[0] + 1e-12):
+            continue
+        verdict = attribution.judge(s.key[1], s.params_text, s.commits[k - 1], s.commits[i], t)
+        if verdict.kind != "code" and _visited(s.nets[:k], old, new):  # a code range may go back to a level
+            continue
+        best = (rise, k, i, old, new, before, after_value, verdict)
     if best is None:
         return None
     rise, k, i, old, new, before, after_value, verdict = best
