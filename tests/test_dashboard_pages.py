@@ -749,11 +749,10 @@ FLYDSL_CLONE = Path("/work/.mirror/ROCm+FlyDSL/repo")
 """A clone of FlyDSL with main's history, where this machine has one: what gives the import its code attribution."""
 
 
-def test_history_names_the_alerts_attributed_pull_request_not_the_ranges_tip(
-        ci_store: Path, dash_db: DashboardDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """FlyDSL CI's month imported with a clone: the gemm step on both architectures is attributed to #768, whose
-    own CI job measured the drop; the range's newest commit is #741's. The steps table and the red rule's label
-    name #768 with the alert's evidence, as `flybench regressions` does."""
+@pytest.fixture(scope="module")
+def attributed_store(ci_store: Path, dash_db: DashboardDB,  # noqa: F811
+                     tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fixture database plus FlyDSL CI's month imported with a clone of FlyDSL: its steps attributed to code."""
     from test_import_flydsl_ci import DATA as FLYDSL_CI
 
     from flybench.importers.flydsl_ci import import_file
@@ -761,9 +760,20 @@ def test_history_names_the_alerts_attributed_pull_request_not_the_ranges_tip(
 
     if not (FLYDSL_CLONE / "HEAD").is_file():
         pytest.skip(f"no FlyDSL clone at {FLYDSL_CLONE}")
-    db = Path(shutil.copy(dash_db.path, tmp_path / "attributed.duckdb"))
+    db = Path(shutil.copy(dash_db.path, tmp_path_factory.mktemp("attributed") / "attributed.duckdb"))
     assert import_file(FLYDSL_CI, db, flydsl_repo=FLYDSL_CLONE).ok
     stored.refresh(db)
+    return db
+
+
+def test_history_names_the_alerts_attributed_pull_request_not_the_ranges_tip(
+        attributed_store: Path, dash_db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """FlyDSL CI's month imported with a clone: the gemm step on both architectures is attributed to #768, whose
+    own CI job measured the drop; the range's newest commit is #741's. The steps table and the red rule's label
+    name #768 with the alert's evidence, as `flybench regressions` does."""
+    from flybench.regress import stored
+
+    db = attributed_store
     monkeypatch.setenv("FLYBENCH_DB", str(db))
     monkeypatch.setenv("FLYBENCH_ASV_CONFIG", str(dash_db.asv_config))
     at = open_page(db, "history", benchmark="gemm.FlydslCI.track_tflops",
@@ -812,3 +822,23 @@ def test_a_split_traced_after_every_method_change_reads_current() -> None:
     assert frames.method_text((newest - pd.Timedelta(minutes=1)).tz_localize(None)).startswith(
         f"before {METHOD_CHANGES[-1].commit[:7]} (")
     assert frames.method_text(pd.NaT).startswith("unknown")
+
+
+def test_the_environments_steps_say_the_rule_and_whether_each_recovered(
+        attributed_store: Path, dash_db: DashboardDB, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """The environment's steps are the ones whose range changed nothing the series runs; each says whether its
+    series is back at its old level, read from the series' newest value."""
+    from flybench.store import queries
+
+    monkeypatch.setenv("FLYBENCH_DB", str(attributed_store))
+    at = open_page(attributed_store, "regressions")
+    assert any("changed nothing the series runs" in c for c in texts(at, "caption"))
+    steps = frame(at, "since")
+    assert len(steps) and all(s.startswith(("recovered (now ", "still at the new level (now ")) for s in steps["since"])
+    main = queries.imported_run_rows(attributed_store, context="main").sort_values("job_time")
+    for r in steps.itertuples():
+        newest = main[(main["machine"] == r.machine) & (main["benchmark"] == r.benchmark)
+                      & (main["params"].map(lambda p: ", ".join(map(str, json.loads(p).values()))) == r.parameters)
+                      ]["value"].iloc[-1]
+        before, after = (float(t.split()[0].replace(",", "")) for t in (r.base_text, r.head_text))
+        assert r.since.startswith("recovered") == (abs(newest - before) < abs(newest - after))

@@ -14,6 +14,8 @@ rule applies to where the first bad commit was measured.
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
@@ -25,6 +27,7 @@ from flybench.regress.report import literal_markdown
 
 COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state", "evidence",
            "run", "history", "subject", "kind", "unit"]
+ENVIRONMENT_COLUMNS = [*COLUMNS[:7], "since", *COLUMNS[7:]]
 RESOURCE_COLUMNS = ["subject", "machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change",
                     "commits", "verdict", "state", "evidence", "resources", "benchmark", "unit"]
 
@@ -110,14 +113,39 @@ def environment_steps(rows: pd.DataFrame) -> None:
     if rows.empty:
         return
     st.subheader(f"{len(rows)} step{'s' if len(rows) != 1 else ''} the environment made (not regressions)")
-    st.caption("At each of these commits, series of several workloads, or the baselines measured beside the "
-               "subject (`control_providers`), stepped the same way on the machine: a runner or driver episode, "
-               "not a kernel change (flybench.toml [regress] environment_workloads).")
-    rows = rows.assign(history=ui.history_links(rows))
-    ui.table(rows, "environment-steps", COLUMNS, column_config={
+    st.caption("Steps whose commit range changed nothing the series runs: none of its commits touched the files it "
+               "runs or the compiler, or, where the store holds the kernels' machine code, that code is identical "
+               "at both ends (the evidence says which). A runner, driver or machine episode, not a kernel change: "
+               "never an alert (docs/alerts.md). `since`: whether the series' newest value is back at its level "
+               "before the step.")
+    rows = rows.assign(history=ui.history_links(rows), since=since_step(rows))
+    ui.table(rows, "environment-steps", ENVIRONMENT_COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",
         "history": st.column_config.LinkColumn("history", display_text="open")})
+
+
+def since_step(rows: pd.DataFrame) -> list[str]:
+    """For each step, whether its series came back: 'recovered (now X)' where its newest value lies nearer the
+    level before the step than after it, 'still at the new level (now X)' otherwise, '' where none is stored."""
+    own = data.load("latest_cases")
+    imported = data.load("imported_runs", context="main")
+    key = ["machine", "env_name", "benchmark", "params"]
+    newest = pd.concat([own[[*key, "value", "status"]],
+                        imported.sort_values("job_time", kind="stable").drop_duplicates(key, keep="last")[
+                            [*key, "value", "status"]] if not imported.empty else own.iloc[:0][[*key, "value",
+                                                                                                "status"]]])
+    now = {(m, e, b, json.dumps(json.loads(p))): v for m, e, b, p, v, status in newest.itertuples(index=False)
+           if status == "ok" and pd.notna(v)}
+    out = []
+    for r in rows.itertuples():
+        value = now.get((r.machine, r.env_name, r.benchmark, json.dumps(r.params)))
+        if value is None:
+            out.append("")
+            continue
+        back = abs(value - r.before) < abs(value - r.after)
+        out.append(f"{'recovered' if back else 'still at the new level'} (now {frames.fmt(value, r.unit)})")
+    return out
 
 
 def resource_changes(rows: pd.DataFrame) -> None:
