@@ -264,7 +264,13 @@ def regressions(
         else:
             replayed = scan_scope(db_path, scope, cfg, benchmark)
             steps, scope_alerts = replayed.steps, replayed.alerts
-        found += [r for r in steps if not alerts.becomes_alert(r) and not _accepted(r, accepted or [], orders)]
+        for r in steps:
+            if alerts.becomes_alert(r):
+                continue
+            if not _accepted(r, accepted or [], orders):
+                found.append(r)
+            elif closed:  # an accepted change (a compile-only resource's, say) is closed: shown, never exit 1
+                found.append(replace(r, state="accepted"))
         for a in scope_alerts:
             state = "accepted" if _accepted(a.regression, accepted or [], orders) else a.status
             if alerts.meets(a.regression, cfg) and (closed or state == alerts.OPEN):
