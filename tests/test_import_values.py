@@ -49,3 +49,5 @@ def test_flydsls_month_imports_whole_with_no_ok_value_of_zero(tmp_path: Path) ->
     assert report.ok and report.new == report.records == 18071
     assert rows(db, "SELECT count(*) FROM results WHERE status = 'ok' AND value <= 0") == [(0,)]
     assert rows(db, "SELECT count(*) FROM results WHERE status = 'missing' AND reason LIKE '%printed 0.0%'") == [(744,)]  # its 752 records of 0, a row a case and job
+    assert "  752 new record(s) printed 0 by FlyDSL's CI (a rate below the precision it prints) stored as missing, " \
+           "not as ok values" in report.summary().splitlines()

@@ -25,7 +25,8 @@ import pandas as pd
 from flybench.compile import ci_ops
 from flybench.importers.flydsl_ci import code
 from flybench.importers.flydsl_ci.axis import DEFAULT_SUBJECT, Resolved, check_subject, resolve, subject_commits
-from flybench.importers.flydsl_ci.derive import SOURCE, CommitRow, branches, commit_rows, result_rows
+from flybench.importers.flydsl_ci.derive import (SOURCE, CommitRow, below_printed, branches, commit_rows,
+                                                 result_rows)
 from flybench.importers.flydsl_ci.read import Key, Record, RecordError, from_stored, read_history
 from flybench.importers.git_history import Clone, read_clone
 from flybench.store import heads
@@ -55,6 +56,8 @@ class ImportReport:
     """Main commits whose changed files were read from the clone, to tell code steps from the runner's."""
     unresolved: int = 0
     """Short commit hashes of the new records that no full hash was found for: kept as given."""
+    below_printed: int = 0
+    """New records whose value FlyDSL printed as 0 (a rate below its precision): stored as missing, not as ok."""
     clone_notes: list[str] = field(default_factory=list)
     """What the clone could not say (shallow, another repository's, stale, main runs it lacks): `clone_notes`."""
     covered: tuple[int, int] = (0, 0)
@@ -69,6 +72,9 @@ class ImportReport:
         lines = [f"{self.file} -> {self.db_path} ({self.subject}, source {SOURCE}): {self.records} records read, "
                  f"{self.new} new, {self.records - self.new} already stored, {len(self.rejected)} rejected; "
                  f"{self.rows} result rows written for {self.commits} commits (ordered by {self.ordered_by})"]
+        if self.below_printed:
+            lines.append(f"  {self.below_printed} new record(s) printed 0 by FlyDSL's CI (a rate below the precision it "
+                         "prints) stored as missing, not as ok values")
         lines += [f"  clone: {note}" for note in self.clone_notes]
         if self.attributed:
             lines.append(f"  code attribution: {self.attributed} main commit(s) not attributed before read from the clone")
@@ -106,6 +112,7 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
                             "with other content; the stored record is kept"
                             for r in history.records if r.key in stored and stored[r.key] != r.canonical]
         report.new = len(new)
+        report.below_printed = sum(below_printed(r) for r in new)
         stored_commits = _stored_commits(conn, subject)
         axis, foreign = subject_commits(conn, subject)
         clone = None
