@@ -301,8 +301,9 @@ def test_without_machine_code_the_compiler_s_files_count_as_code_and_the_alert_s
 
 
 def test_a_step_spread_over_two_runs_is_judged_as_one_over_both_ranges() -> None:
-    """FlyDSL's gemm_async series at #768: one job caught half the slowdown. The range covers both runs, so the
-    change in the second range is found."""
+    """The shape of FlyDSL's MI355X gemm_async 5120x5120x8320 fp8 series at #768 (about 2,300 TFLOPS, a job
+    halfway, then 2,180 and lower): one job caught half the slowdown. The range covers both runs, so the change
+    in the second range is found."""
     values = noisy(1000, 8, 1) + [970.0] + [v * 0.94 for v in noisy(1000, 6, 2)]
     found = replay({(BENCH, "a"): values}, attribution(len(values), {"c09": [(BENCH, "a")]}))
     [alert] = found.alerts
@@ -397,3 +398,4 @@ def test_identical_machine_code_says_nothing_of_a_c_plus_plus_change_the_wheel_o
     assert alert.regression.evidence == (
         "code (files only: the range changed the compiler's C++, which the machine code of k at both ends, built on "
         "flydsl 0.2.4, does not hold): #108 changed the compiler (lib/Dialect/Fly/IR/FlyOps.cpp)")
+
