@@ -38,8 +38,10 @@ def app_for(start: Path) -> Path:
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     parser = subparsers.add_parser(
         "dashboard", help="open the Streamlit dashboard over the results database",
-        description="Start `streamlit run dashboard/app.py` on the results database, read-only, so "
-                    "`flybench ingest` can keep updating it. Arguments after `--` go to streamlit.")
+        description="Start `streamlit run dashboard/app.py` of the checkout it is started in (else the one "
+                    "flybench was installed from) on the results database, read-only, so `flybench ingest` can "
+                    "keep updating it; the pages apply the acceptances kept beside the database. Arguments after "
+                    "`--` go to streamlit.")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
     parser.add_argument("--port", type=int, default=8501, help="port to serve on (default: 8501)")
     parser.add_argument("--address", default="localhost", help="address to listen on (default: localhost)")
