@@ -2,52 +2,50 @@
 
 A nightly that ingests one run at a time and an import of a month in one go
 must open the same alerts. So the scan does not fit "the newest runs": it
-walks the machine's commits oldest first and, at each one, judges what a
-nightly that had just ingested that commit would judge, from the rows up to
-it. The alerts it leaves (open, recovered, with every change of state) are a
+walks the machine's commits oldest first (`Replay`, a fold that can be
+stored and resumed) and, at each one, judges what a nightly that had just
+ingested that commit would judge, from the rows up to it and nothing later.
+The alerts it leaves (open, recovered, with every change of state) are a
 function of the stored rows, the code attribution and the thresholds.
 
 At each commit, each series that measured it is judged at the boundaries
 whose new level has PERSIST to AFTER runs so far:
 
 - **Level against scatter.** The median of up to AFTER runs from the
-  boundary against the median of up to LEVEL runs before it must be worse by
-  the step floor and by `noise_k` times the series' run-to-run scatter
-  (robust spread of successive differences over its newest SCATTER_RUNS
-  runs, floored at half a unit of the last printed digit), and every run
-  after the boundary must be at least half that far out (one run is what a
-  runner's per-job mode looks like), and the run just before the boundary
-  nearer the old level than the new (else the step came earlier, and this
-  boundary's old level straddles it). A level the series already visited in
-  the MODE_RUNS runs before (VISITS of them nearer it) is a bimodal series
-  flipping, not a step. And a step must exceed DIGITS halves of the last
-  printed digit.
+  boundary against the median of up to LEVEL runs before it, less how far
+  the series' own trend carries it (`_drift`), must be worse by the step
+  floor and by `noise_k` times the series' run-to-run scatter (`_scatter`;
+  a series of YOUNG runs or fewer is held to its workload's typical
+  scatter, and one alone is not judged yet), every run after the boundary
+  at least half that far out, the run just before the boundary at the old
+  level; a step spread over two runs is judged as one over both ranges. A
+  level the series already visited in the MODE_RUNS runs before is a
+  bimodal series flipping, unless the range changed its code. And a step
+  must exceed DIGITS halves of the last printed digit.
 - **Net of the job.** One runner's job moves many series together (FlyDSL's
   MI355X switches between speed modes of 2-5% per job, by op family). Each
   job's shift per (environment, workload) is the median move of the series
-  of that workload whose code the commit range did not touch, when at least
-  WITNESSES of them measured it; levels are judged on values net of it.
-- **Code attribution** (`code_changes`, `code_touches`, written by an
-  import with a clone). A step over a range that changed something the
-  series runs is a code step: an alert. A range whose commits are all known
-  and none changed what the series runs is the environment's: listed, never
-  an alert. A merged pull request's own same-job comparison with main
-  (`vs_main`) showing the series worse by the step floor is named as a
-  witness either way (paired evidence); alone it opens nothing: a pull
-  request that changed nothing the series runs measured the runner. Nor does
-  the compiler count (`flybench.importers.flydsl_ci.code`). A range the store has no commits for is judged without
-  attribution, by the older rules of `episodes.read_together` (its kernel's
-  other series stepping with it, the environment's when many workloads or a
-  control provider stepped at that commit), and says so.
+  of that workload whose code the commit range did not change, when at
+  least WITNESSES of them measured it; levels are judged on values net of it.
+- **Code attribution** (`Attribution`): a range where the machine code of
+  the series' kernels changed is a code step whatever file changed; where
+  it is identical and nothing else the series runs changed, the
+  environment's; where no machine code can be had, the files decide, the
+  compiler's counted as code (kind COMPILER). A merged pull request's own
+  same-job comparison with main (`vs_main`) showing the series worse is
+  named as a witness; alone it opens nothing. A range the store has no
+  commits for is judged by the older rules of `episodes.read_together` and
+  says so.
 
-An alert opens at the first commit its step is seen, and closes when the
-newest RECOVERY_POINTS net values after its first bad commit all lie nearer
-its old level than its new one; a step found again at the levels of a
-recovered alert reopens it. Each alert and environment step says which
-evidence it rests on. Deterministic metrics are not judged: every change is
-listed, a worse one that a later commit undid as such
-(`history.deterministic_regressions`). A compile's duration is not judged at
-all: it is the compiling machine's noise.
+An alert opens at the first commit its step is seen; while it is open a
+further step of its series worsens it rather than opening another (unless
+the machine code changed again). It closes when the newest RECOVERY_POINTS
+net values after its first bad commit all lie nearer its old level than its
+new one; a step found again at the levels of a recovered alert reopens it.
+Each alert and environment step says which evidence it rests on.
+Deterministic metrics are not judged: every change is listed, a worse one
+that a later commit undid as such (`history.deterministic_regressions`). A
+compile's duration is not judged at all: it is the compiling machine's noise.
 """
 
 from __future__ import annotations
