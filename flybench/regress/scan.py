@@ -105,7 +105,7 @@ SeriesKey = tuple[str, str, str]
 class Verdict(NamedTuple):
     """What the commits between two measured runs say about a series' step.
 
-    `kind` is "code", "untouched" or "unknown"; `basis` the evidence it rests on: "machine code" (the series'
+    `kind` is "code", COMPILER, "untouched" or "unknown"; `basis` the evidence it rests on: "machine code" (the series'
     kernels compiled at both ends), "files" (which files the range changed, the compiler's counted as code) or
     "none" (the store has no commits for the range)."""
 
