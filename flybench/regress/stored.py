@@ -187,11 +187,13 @@ class _Replayed:
 
 
 def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) -> _Replayed:
-    """The scope's replay, resumed from its stored checkpoint where the history only grew since (the same commits
-    first, their rows and attribution unchanged, the same thresholds and detector), else from the first commit.
+    """The scope's replay, resumed from its stored checkpoint where the history only grew since (in each
+    environment the judged commits first, their rows and attribution unchanged, the same thresholds and detector),
+    else from the first commit.
 
     A resumed replay reads only the new commits' rows, so a nightly's scan costs what the night added; it equals
-    the whole replay because the replay is a fold over commits (tests/test_scan.py checks it on the month)."""
+    the whole replay because the replay is a fold over each environment's commits (tests/test_scan.py checks it
+    on the month)."""
     subject, machine = scope
     attribution = scan.Attribution.stored(db_path, subject, machine)
     order = queries.scan_commits(db_path, machine, subject)
@@ -200,7 +202,7 @@ def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) 
                              "WHERE subject = ? AND machine = ?", list(scope)).fetchone()
         if saved is not None:
             config, done, rows, attributed, state = saved
-            if config != mark or order[:len(done)] != done or _rows_digest(conn, scope, done) != rows \
+            if config != mark or not _grown(order, set(done)) or _rows_digest(conn, scope, done) != rows \
                     or attribution.digest(done) != attributed:
                 saved = None
     if saved is None:
@@ -210,6 +212,18 @@ def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) 
     replay = pickle.loads(state).resumed(cfg).feed(frame, attribution)
     moved = sorted({(e, b, p) for e, b, p in zip(frame["env_name"], frame["benchmark"], frame["params"])})
     return _Replayed(replay, attribution, moved)
+
+
+def _grown(order: dict[str, list[str]], done: set[str]) -> bool:
+    """Whether every environment's history only grew past what was judged: in each, no new commit sorts before a
+    judged one. The environments of a machine are judged apart (the job's shift, a young series' siblings and
+    the reading together are all within one), so a pull request's run of an older commit, which sorts among
+    main's, does not undo main's replay."""
+    for commits in order.values():
+        new = [c not in done for c in commits]
+        if True in new and False in new[new.index(True):]:
+            return False
+    return True
 
 
 _ROWS = """

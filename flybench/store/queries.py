@@ -110,13 +110,18 @@ def history(db_path: str | Path = DEFAULT_DB, machine: str | None = None, benchm
     return frame
 
 
-def scan_commits(db_path: str | Path, machine: str, subject: str) -> list[str]:
-    """The machine's commits in the order the history scan replays them: commit date, then hash, undated last."""
+def scan_commits(db_path: str | Path, machine: str, subject: str) -> dict[str, list[str]]:
+    """Per environment, the machine's commits in the order the history scan replays them: commit date, then hash,
+    undated last."""
+    found: dict[str, list[str]] = {}
     with connect(db_path, read_only=True) as conn:
-        return [h for (h,) in conn.execute(
-            "SELECT r.commit_hash FROM results r LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash "
-            "WHERE r.machine = ? AND r.subject = ? GROUP BY r.commit_hash, c.date "
-            "ORDER BY c.date IS NULL, c.date, r.commit_hash", [machine, subject]).fetchall()]
+        for env, commit in conn.execute(
+                "SELECT r.env_name, r.commit_hash FROM results r "
+                "LEFT JOIN commits c ON c.subject = r.subject AND c.hash = r.commit_hash "
+                "WHERE r.machine = ? AND r.subject = ? GROUP BY r.env_name, r.commit_hash, c.date "
+                "ORDER BY c.date IS NULL, c.date, r.commit_hash", [machine, subject]).fetchall():
+            found.setdefault(env, []).append(commit)
+    return found
 
 
 def scan_rows(db_path: str | Path, machine: str, subject: str, skip: list[str] | None = None) -> pd.DataFrame:
