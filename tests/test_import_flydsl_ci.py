@@ -363,3 +363,16 @@ def test_the_nightly_report_is_about_main_and_pull_request_runs_stay_out(full: P
                  "--output", str(prs)])
     found = json.loads(prs.read_text())
     assert all(r["env_name"].startswith("flydsl-ci-pr") for r in found) and code == (1 if found else 0)
+
+
+def test_an_imported_history_is_judged_by_the_report_without_a_flag(full: Path, capsys) -> None:
+    """`flybench import flydsl-ci`, then `flybench regressions --subject flydsl`: the history the user imported
+    is the report's subject, not rows 'nobody measured' left out behind --include-others."""
+    capsys.readouterr()
+    cli(["regressions", "--subject", "flydsl", "--db", str(full), "--format", "json"])
+    captured = capsys.readouterr()
+    assert "not judged" not in captured.err
+    plain = json.loads(captured.out)
+    assert plain  # the month's steps are there to be judged
+    cli(["regressions", "--subject", "flydsl", "--db", str(full), "--include-others", "--format", "json"])
+    assert plain == json.loads(capsys.readouterr().out)

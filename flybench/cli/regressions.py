@@ -41,11 +41,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="also list the alerts that recovered or were accepted (with their state); they never "
                              "make the exit status 1")
     parser.add_argument("--include-others", action="store_true",
-                        help="also judge the rows nobody measured in this checkout: results committed to the "
-                             "repository (by the machines that ran them) and imported histories (FlyDSL's CI). "
-                             "Without it they are left out, and a line on stderr says so: a fresh clone's first "
-                             "report is about what was measured here. The nightly, judging the results it has "
-                             "just committed, passes it")
+                        help="also judge the results committed to the repository by the machines that ran "
+                             "them. Without it they are left out, and a line on stderr says so: a fresh clone's "
+                             "first report is about what was measured (or imported, as FlyDSL's CI history) here. "
+                             "The nightly, judging the results it has just committed, passes it")
     parser.add_argument("--dashboard-url", help="the dashboard's address: each regression links to its History "
                                                 "view there")
     add_common(parser)
