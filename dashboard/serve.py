@@ -11,6 +11,7 @@ address. The arguments are `streamlit`'s own.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 from pathlib import Path
 
@@ -22,8 +23,18 @@ PRELOAD = ("dashboard.data", "dashboard.analysis", "dashboard.charts", "dashboar
 def main() -> None:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    for name in PRELOAD:
-        importlib.import_module(name)
+    # st.cache_data declared before the server runs says "No runtime found" twice in the terminal of everyone
+    # who starts the dashboard; the pages' caches work all the same. Streamlit sets a logger's level as it
+    # creates it, so the module is imported before its logger is quietened.
+    importlib.import_module("streamlit.runtime.caching.cache_data_api")
+    caching = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    level = caching.level
+    caching.setLevel(logging.ERROR)
+    try:
+        for name in PRELOAD:
+            importlib.import_module(name)
+    finally:
+        caching.setLevel(level)
     from streamlit.web import cli
 
     sys.argv = ["streamlit", *sys.argv[1:]]

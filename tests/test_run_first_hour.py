@@ -20,11 +20,12 @@ def test_a_busy_machine_is_said(load: float, said: bool, monkeypatch, capsys) ->
 
 def test_one_case_reads_one_case(tmp_path, monkeypatch, capsys) -> None:
     record = {"workload": "gemm", "case": "m64", "provider": "torch", "dtype": "bf16", "status": "ok",
-              "median_s": 1e-5, "tflops": 0.5, "gbps": 10.0, "errors": {"out": 1e-3}}
+              "median_s": 1e-5, "tflops": 0.00123, "gbps": 10.0, "errors": {"out": 1e-3}}
     monkeypatch.setattr(_summary, "run_records", lambda machine_dir, run_id: [record])
     _summary.print_run_summary(tmp_path, "run")
     out = capsys.readouterr().out
     assert "1 case measured" in out and "1 cases" not in out
+    assert "0.00123" in out and " 0.00 " not in out  # a tiny case's rate, not 0.00
 
 
 def test_the_help_says_what_a_budget_run_exits_with(capsys) -> None:

@@ -40,7 +40,7 @@ def print_run_summary(machine_dir: Path, run_id: str, file: IO[str] | None = Non
         table.add_column(column, overflow="fold")
     for r in sorted(listed, key=lambda r: (r["workload"], r["case"], r["provider"], r["dtype"])):
         median = f"{r['median_s'] * 1e6:.1f} us" if r.get("median_s") else "-"
-        rate = f"{r['tflops']:.2f}" if r.get("tflops") else "-"
+        rate = f"{r['tflops']:.3g}" if r.get("tflops") else "-"  # a tiny case's 0.0012 read 0.00 with two decimals
         gbps = f"{r['gbps']:.1f}" if r.get("gbps") else "-"
         error = f"{r['errors']['out']:.2e}" if "out" in (r.get("errors") or {}) else "-"
         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('reason')}"
