@@ -843,3 +843,15 @@ def test_the_environments_steps_say_the_rule_and_whether_each_recovered(
                       ]["value"].iloc[-1]
         before, after = (float(t.split()[0].replace(",", "")) for t in (r.base_text, r.head_text))
         assert r.since.startswith("recovered") == (abs(newest - before) < abs(newest - after))
+
+
+def test_the_resource_changes_count_agrees_with_the_cli(db: DashboardDB) -> None:
+    """The page counted every worse change (79) where `flybench regressions` counted the standing ones (44): it
+    now gives both, and the standing count is the CLI's."""
+    from flybench.regress import load_config, stored
+
+    found = [r for r in stored.regressions(db.path, config=load_config()) if r.kind == "change" and r.step.worse]
+    standing = sum(r.state != "undone" for r in found)
+    [said] = [c for c in texts(open_page(db.path, "regressions"), "caption") if " worse (" in c]
+    assert said.startswith(f"{len(found)} worse ({standing} standing, each a regression as `flybench regressions` "
+                           f"counts it; {len(found) - standing} undone by a later commit)")

@@ -166,7 +166,11 @@ def resource_changes(rows: pd.DataFrame) -> None:
     shown["resources"] = [ui.history_link(subj, b, frames.case_text({k: v for k, v in p.items() if k != "counter"}))
                           if c else ui.resources_link(k) for c, subj, b, p, k in
                           zip(counted, shown["subject"], shown["benchmark"], shown["params"], shown["kernel"])]
-    st.caption(f"{int(shown['worse'].sum())} worse, ranked by how directly they cost speed: spills and scratch, "
+    worse = shown["worse"].astype(bool)
+    undone = int((worse & (shown["state"] == "change, undone later")).sum())
+    st.caption(f"{int(worse.sum())} worse ({int(worse.sum()) - undone} standing, each a regression as `flybench "
+               f"regressions` counts it; {undone} undone by a later commit), ranked by how directly they cost "
+               "speed: spills and scratch, "
                "then occupancy, then the VGPR, AGPR and LDS budgets that set it, then the rest; a metric leaving "
                "0 (the first spill) before any percentage.")
     ui.table(shown, "resource-changes", RESOURCE_COLUMNS, column_config={
