@@ -28,7 +28,7 @@ from flybench.regress import accepted, stored
 from flybench.regress.report import literal_markdown
 from flybench.regress.counters import counter_changes
 from flybench.regress.compare import compare
-from flybench.store import DEFAULT_DB, queries
+from flybench.store import DEFAULT_DB, origin, queries
 
 def _named_resources(path: str, units: list[str]) -> pd.DataFrame:
     """`queries.resource_history` with each row's kernel as engineers name it (`frames.kernel_names`): parsing
@@ -62,6 +62,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "case_kernels": queries.case_kernels,
     "case_rates": queries.case_rates,
     "role_splits": queries.role_splits,
+    "others": origin.others,
     "history_steps": history_steps,
     "regressions": stored.regressions,
     "history_noise": stored.history_noise,
@@ -140,6 +141,17 @@ def acceptances() -> list[accepted.Acceptance]:
     if note:
         st.caption(literal_markdown(note[0].upper() + note[1:] + "."))
     return found
+
+
+def committed_note(machines: set[str]) -> None:
+    """Say which of these machines' results came with the repository (committed by the machine that ran them,
+    not measured here) or an import, as `flybench regressions` leaves them out of its verdict by default."""
+    others = {machine: why for (_, machine), why in load("others").items() if machine in machines}
+    committed = sorted(m for m, why in others.items() if why.startswith("committed"))
+    if committed:
+        st.caption(f"Came with the repository, not measured here: {literal_markdown(', '.join(committed))} "
+                   "(results committed by the machines that ran them). `flybench regressions` leaves them and "
+                   "imported rows out of its verdict unless given --include-others.")
 
 
 def facets() -> tuple[pd.DataFrame, set[str] | None]:

@@ -855,3 +855,15 @@ def test_the_resource_changes_count_agrees_with_the_cli(db: DashboardDB) -> None
     [said] = [c for c in texts(open_page(db.path, "regressions"), "caption") if " worse (" in c]
     assert said.startswith(f"{len(found)} worse ({standing} standing, each a regression as `flybench regressions` "
                            f"counts it; {len(found) - standing} undone by a later commit)")
+
+
+def test_the_overview_says_which_results_came_with_the_repository(db: DashboardDB,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed H200 results are the machine's that ran them, not the reader's: the page says so, as
+    `flybench regressions` leaves them out of its verdict."""
+    if not db.has_h200 or subprocess.run(["git", "-C", str(APP.parents[1]), "rev-parse", "--git-dir"],
+                                         capture_output=True).returncode != 0:
+        pytest.skip("needs the committed H200 results in a git checkout")
+    monkeypatch.chdir(APP.parents[1])
+    [note] = [c for c in texts(open_page(db.path), "caption") if c.startswith("Came with the repository")]
+    assert "dev-h200" in note and "m1-gfx950" not in note and "--include-others" in note

@@ -60,6 +60,7 @@ def main() -> None:
         return
     if not own.empty:
         own_results(own)
+        data.committed_note(set(own["machine"]))
     if not foreign.empty:
         foreign_results(foreign)
     if not imported.empty:

@@ -66,6 +66,7 @@ def main() -> None:
         st.caption(f"Not listed: {int(durations.sum())} steps in compile durations (how long a compile took on "
                    "its machine is noise of that machine, not a kernel regression; see Kernel resources).")
     ui.provenance_note(rows)
+    data.committed_note(set(rows["machine"]))
 
 
 def accepted_levels(levels: list[accepted.Acceptance], allowed: pd.DataFrame) -> None:
