@@ -200,6 +200,17 @@ def by_arch(newest: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index()
 
 
+def commits_compared(wide: pd.DataFrame, archs: list[str]) -> list[str]:
+    """For each case of `by_arch`, the commits its architectures' newest values come from: 'one commit' or
+    'N commits: a, b, c' (short hashes, in the order of `archs`)."""
+    columns = [f"{a} commit_hash" for a in archs if f"{a} commit_hash" in wide]
+    out = []
+    for hashes in zip(*(wide[c] for c in columns)):
+        found = list(dict.fromkeys(h[:8] for h in hashes if isinstance(h, str)))
+        out.append("one commit" if len(found) <= 1 else f"{len(found)} commits: {', '.join(found)}")
+    return out
+
+
 def arch_ratio(wide: pd.DataFrame, head: str, base: str, config: RegressConfig) -> pd.Series:
     """How much faster `head` is than `base` on each case of `by_arch`: above 1, faster, whatever the unit.
 

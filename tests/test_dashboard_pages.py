@@ -867,3 +867,28 @@ def test_the_overview_says_which_results_came_with_the_repository(db: DashboardD
     monkeypatch.chdir(APP.parents[1])
     [note] = [c for c in texts(open_page(db.path), "caption") if c.startswith("Came with the repository")]
     assert "dev-h200" in note and "m1-gfx950" not in note and "--include-others" in note
+
+
+def test_imported_values_of_different_commits_are_flagged(ci_db: Path) -> None:
+    """Each architecture's newest run can be of another commit: the imported table names the commits a row sets
+    side by side, and a caption counts the rows that mix commits."""
+    at = open_page(ci_db)
+    table = next(df.value for df in at.dataframe if "commits" in df.value.columns and "ratio" in df.value.columns)
+    mixed = table[table["commits"].str.contains("commits: ")]
+    for text in mixed["commits"]:
+        count, hashes = text.split(" commits: ")
+        assert int(count) == len(set(hashes.split(", "))) >= 2 and all(re.fullmatch(r"[0-9a-f]{8}", h)
+                                                                      for h in hashes.split(", "))
+    assert set(table["commits"]) - set(mixed["commits"]) <= {"one commit"}
+    said = [c for c in texts(at, "caption") if "side by side values of different commits" in c]
+    if mixed.empty:
+        assert not said
+    else:
+        assert len(said) == 1 and said[0].startswith(f"{len(mixed)} of {len(table)} cases")
+
+
+def test_commits_compared_names_each_commit_once() -> None:
+    wide = pd.DataFrame({"gfx942 commit_hash": ["a" * 40, "b" * 40, None], "gfx950 commit_hash": ["a" * 40, "c" * 40,
+                                                                                                "d" * 40]})
+    assert frames.commits_compared(wide, ["gfx942", "gfx950"]) == ["one commit", f"2 commits: {'b' * 8}, {'c' * 8}",
+                                                                    "one commit"]

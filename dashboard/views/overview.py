@@ -201,7 +201,13 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
     arch_ratios(wide, head, base, source)
     wide["unit"] = wide["unit"].map(frames.unit_label)
     wide["history"] = ui.history_links(wide)
-    ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio", "history"], column_config={
+    wide["commits"] = frames.commits_compared(wide, archs)
+    apart = int(wide["commits"].str.contains("commits").sum())
+    if apart:
+        st.caption(f"{apart} of {len(wide)} cases set side by side values of different commits (each "
+                   "architecture's newest run): the `commits` column names them, so a difference between "
+                   "architectures can be a difference between commits.")
+    ui.table(wide, f"imported-{source}", ["label", "unit", *archs, "ratio", "commits", "history"], column_config={
         "ratio": st.column_config.NumberColumn(f"{head} vs {base}", format="%.3f×"), "history": HISTORY})
     ui.provenance_note(newest)
     no_baselines(newest, archs, source)
