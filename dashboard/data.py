@@ -145,13 +145,13 @@ def acceptances() -> list[accepted.Acceptance]:
 
 def committed_note(machines: set[str]) -> None:
     """Say which of these machines' results came with the repository (committed by the machine that ran them,
-    not measured here) or an import, as `flybench regressions` leaves them out of its verdict by default."""
+    not measured here), as `flybench regressions` leaves them out of its verdict by default."""
     others = {machine: why for (_, machine), why in load("others").items() if machine in machines}
     committed = sorted(m for m, why in others.items() if why.startswith("committed"))
     if committed:
         st.caption(f"Came with the repository, not measured here: {literal_markdown(', '.join(committed))} "
-                   "(results committed by the machines that ran them). `flybench regressions` leaves them and "
-                   "imported rows out of its verdict unless given --include-others.")
+                   "(results committed by the machines that ran them). `flybench regressions` leaves them out "
+                   "of its verdict unless given --include-others.")
 
 
 def facets() -> tuple[pd.DataFrame, set[str] | None]:

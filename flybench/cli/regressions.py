@@ -27,8 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                     "(else it is listed as the environment's); each row says "
                     "its evidence and state (docs/alerts.md). Every change of a deterministic metric is listed, "
                     "and of a watched hardware counter (instruction counts, launch resources; a call's DRAM bytes "
-                    "at 2% or more). Rows that came with the repository or an import are left out and counted on "
-                    "stderr unless --include-others. Exit status: 0 none, 1 an open alert or a standing worse "
+                    "at 2% or more). Rows that came with the repository (results committed by the machines that ran "
+                    "them) are left out and counted on stderr unless --include-others; an imported history is "
+                    "judged. Exit status: 0 none, 1 an open alert or a standing worse "
                     "change among the rows judged, 2 bad input "
                     "(an empty database, an unknown machine or subject, a --benchmark glob that matches nothing).")
     parser.add_argument("--benchmark", help="glob on benchmark names, e.g. 'attention.*'")
