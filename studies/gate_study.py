@@ -17,6 +17,11 @@ per side, workload and round, adaptive rounds, the PR config).
   the case's stderr) and `shared` (base plus a comment in the measuring
   harness, which every timed case runs through). The family and planted
   heads change the same file, so the diff selects the same cases for both.
+  Two more for the selection by machine code: `comment` (a comment inside
+  a `@triton.jit` helper of the diffusion-attention module: its cases
+  compile identically, so nothing is timed) and `retune` (the sm_90 bf16
+  MoE table: bucket 2 `num_stages` 4 -> 3, bucket 3 `BLOCK_N` 128 -> 64:
+  only the cases launching those buckets are timed).
 - then, on a GPU: `flybench gate base family --repo OUT ...` and
   `flybench gate base planted --repo OUT ...`, each with `--json`;
 - `judge WORKDIR`: the comparison of the rounds a gate left in its workdir
