@@ -400,3 +400,24 @@ def test_identical_machine_code_says_nothing_of_a_c_plus_plus_change_the_wheel_o
         "code (files only: the range changed the compiler's C++, which the machine code of k at both ends, built on "
         "flydsl 0.2.4, does not hold): #108 changed the compiler (lib/Dialect/Fly/IR/FlyOps.cpp)")
 
+
+
+def test_a_damaged_checkpoint_replays_from_the_first_commit(tmp_path: Path) -> None:
+    db = tmp_path / "store.duckdb"
+    values = noisy(1000, 10, 1) + [v * 0.94 for v in noisy(1000, 6, 2)]
+    rows = history({(BENCH, "a"): values})
+    rows = rows.assign(subject="flydsl", machine="mi355")
+    with connect(db) as conn:
+        conn.register("rows", rows)
+        conn.execute("INSERT INTO commits (subject, hash, date, branch) SELECT DISTINCT 'flydsl', commit_hash, "
+                     "commit_date, 'main' FROM rows")
+        conn.execute("INSERT INTO results (subject, machine, commit_hash, env_name, benchmark, params, unit, value, "
+                     "status, run_context, source_file) SELECT subject, machine, commit_hash, env_name, benchmark, "
+                     "params, unit, value, status, run_context, 'f' FROM rows")
+    stored.refresh(db)
+    with connect(db) as conn:
+        conn.execute("UPDATE scan_checkpoints SET state = 'not a replay'::BLOB")
+    scope = ("flydsl", "mi355")
+    again = stored._replayed(db, scope, RegressConfig(), stored.fingerprint(RegressConfig()))
+    assert again.moved is None and len(again.replay.scan().steps) == len(stored.scan_scope(db, scope,
+                                                                                             RegressConfig()).steps)

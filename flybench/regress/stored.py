@@ -205,13 +205,25 @@ def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) 
             if config != mark or not _grown(order, set(done)) or _rows_digest(conn, scope, done) != rows \
                     or attribution.digest(done) != attributed:
                 saved = None
-    if saved is None:
+    replay = _unpickled(state) if saved is not None else None
+    if replay is None:
         frame = queries.scan_rows(db_path, machine, subject)
         return _Replayed(scan.Replay(subject, machine, cfg).feed(frame, attribution), attribution, None)
     frame = queries.scan_rows(db_path, machine, subject, skip=done)
-    replay = pickle.loads(state).resumed(cfg).feed(frame, attribution)
+    replay = replay.resumed(cfg).feed(frame, attribution)
     moved = sorted({(e, b, p) for e, b, p in zip(frame["env_name"], frame["benchmark"], frame["params"])})
     return _Replayed(replay, attribution, moved)
+
+
+def _unpickled(state: bytes) -> scan.Replay | None:
+    """A stored replay, or None where it cannot be read back (written by another version of the scan, or
+    damaged): the scan then starts from the first commit, as if none were stored. The checkpoint is the store's
+    own derived state, written by `refresh`; a store from elsewhere is rebuilt from its files."""
+    try:
+        replay = pickle.loads(state)
+    except Exception:  # noqa: BLE001 - any unreadable state means: replay from the first commit
+        return None
+    return replay if isinstance(replay, scan.Replay) else None
 
 
 def _grown(order: dict[str, list[str]], done: set[str]) -> bool:
