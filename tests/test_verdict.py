@@ -175,3 +175,11 @@ def test_a_change_too_large_for_a_double_is_not_detectable_rather_than_an_error(
     from flybench.regress.verdict import _detectable, size_text
 
     assert _detectable(0.03, 500.0, 9.9) == math.inf and size_text(_detectable(0.03, 500.0, 9.9)) == "more than 100%"
+
+
+def test_two_rounds_whose_interval_reaches_past_a_double_are_ambiguous_not_an_overflow() -> None:
+    """Two rounds a side give Welch's t one degree of freedom: rounds that moved 10^100-fold between processes
+    (a loaded machine's worst) put the interval's end past what a double's exponential holds. The gate died of an
+    OverflowError writing why the case was ambiguous; the interval reads 'wider than ±100%'."""
+    found = judge_rounds([1.0, 1e100], [1.1, 1.1e100], TIME, ALPHA)
+    assert found.verdict == "ambiguous" and "wider than ±100%" in found.why and found.high == math.inf

@@ -105,10 +105,16 @@ def judge_rounds(base_rounds: Sequence[float], head_rounds: Sequence[float], thr
         verdict = "ambiguous"
     detectable = _detectable(band, se, critical)
     why = "" if verdict != "ambiguous" else (
-        f"the {100 * (1 - p_threshold):g}% interval, {interval_text(math.expm1(low), math.expm1(high))}, "
+        f"the {100 * (1 - p_threshold):g}% interval, {interval_text(_change(low), _change(high))}, "
         f"reaches both sides of the {100 * tolerance:.1f}% tolerance or of no change")
-    return RoundEvidence(verdict, rounds, base, head, head / base - 1, math.expm1(low), math.expm1(high), p_value,
+    return RoundEvidence(verdict, rounds, base, head, head / base - 1, _change(low), _change(high), p_value,
                          test, noise, tolerance, detectable, why)
+
+
+def _change(log_change: float) -> float:
+    """A log-ratio as a relative change, infinite past what a double holds: two rounds a side have a Welch
+    interval wide enough (a t of one degree of freedom) that its end's exponential overflowed under load."""
+    return math.inf if log_change > MAX_LOG else math.expm1(log_change)
 
 
 def _interval(x: list[float], y: list[float], diff: float, confidence: float, history_noise: float | None
@@ -146,8 +152,7 @@ def _detectable(band: float, se: float, critical: float) -> float:
     """The true change called with 90% probability: past the tolerance and clear of zero, each by POWER_Z. Infinite
     where the rounds' noise is so large that the change would not fit in a double (two rounds a side of a case
     whose medians moved several-fold): no change is detectable there, and the report says "more than 100%"."""
-    log_change = max(band + POWER_Z * se, (critical + POWER_Z) * se)
-    return math.inf if log_change > MAX_LOG else math.expm1(log_change)
+    return _change(max(band + POWER_Z * se, (critical + POWER_Z) * se))
 
 
 MAX_LOG = 700.0
