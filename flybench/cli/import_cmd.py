@@ -26,13 +26,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "flydsl-ci", help="FlyDSL's CI dashboard history.json (schema 1, plain or gzip)",
         description="Idempotent and incremental: the same file twice changes nothing, a newer file adds only "
                     "its new records. Without --flydsl-repo, commits are ordered by the CI jobs' completion "
-                    "times and FlyDSL's 'pr: null' is taken as main; with it, by main's first-parent history.")
+                    "times and FlyDSL's 'pr: null' is taken as main; with it, by main's first-parent history, "
+                    "and each main commit's changed files are read for the history scan's code attribution (the "
+                    "commits not attributed before). A shallow clone or one of another repository moves no run "
+                    "off main, and the summary says what the clone could not vouch for.")
     flydsl.add_argument("file", type=Path, help="history.json or history.json.gz")
     flydsl.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
     flydsl.add_argument("--subject", default=DEFAULT_SUBJECT,
                         help=f"the measured repository's name in the store (default: {DEFAULT_SUBJECT}); a subject "
                              "that holds another repository's commits is refused")
-    flydsl.add_argument("--flydsl-repo", type=Path, help="a clone of FlyDSL: order commits by its main branch")
+    flydsl.add_argument("--flydsl-repo", type=Path, help="a full clone of FlyDSL: order commits by its main branch and read what each "
+                                                         "main commit changed")
     flydsl.add_argument("--main-ref", help="main branch of the clone (default: origin/main, main, else HEAD)")
     return parser
 
