@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -218,3 +219,42 @@ def test_the_summary_counts_commits_compiles_against_reuses_and_statuses(tmp_pat
         "compiled 2, reused by key 1 (6 s of compile time in the compiled ones)",
         "statuses: 2 ok, 1 failed, 0 unavailable",
         "libraries: 0 commits with their own wheel, 2 with python/flydsl laid over the nearest"]
+
+
+def test_the_summary_refuses_a_record_without_compiled_by_its_line(tmp_path: Path) -> None:
+    lines = [record(), {k: v for k, v in record(commit="b" * 40).items() if k != "compiled"}]
+    (tmp_path / machine_code.FILE).write_text("".join(json.dumps(line) + "\n" for line in lines))
+    done = run("--summary", "--out", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "line 2" in done.stderr and "'compiled'" in done.stderr
+    assert done.stdout.splitlines()[0].startswith("1 records: 1 commits")
+
+
+def test_an_out_that_is_a_file_or_cannot_be_written_is_refused_before_any_work(tmp_path: Path) -> None:
+    history = tmp_path / "history.json"
+    history.write_text(json.dumps({"schema": 1, "records": []}))
+    not_a_clone = ["--flydsl-repo", str(tmp_path / "no-clone"), "--history", str(history)]
+    a_file = tmp_path / "out.jsonl"
+    a_file.write_text("")
+    for args in (["--out", str(a_file)], ["--out", str(a_file), "--summary"]):
+        done = run(*not_a_clone, *args)
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert f"{a_file} is a regular file, not a folder" in done.stderr
+    # /sys takes no new folder, not even root's: the compile that would come first must not be started
+    done = run(*not_a_clone, "--out", "/sys/flybench-machine-code")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "cannot be written" in done.stderr and "/sys/flybench-machine-code" in done.stderr
+    assert not (tmp_path / "no-clone").exists()
+
+
+def test_a_history_that_is_no_regular_file_is_refused_unread(tmp_path: Path) -> None:
+    fifo = tmp_path / "history.json.gz"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (zero, "a character device")):
+        done = subprocess.run([sys.executable, "-m", "flybench.compile.code_history", "--flydsl-repo", str(ROOT),
+                               "--history", str(path), "--out", str(tmp_path / "out")], capture_output=True,
+                              text=True, cwd=ROOT, timeout=120)  # a guard against a hang, not a timing
+        assert done.returncode == 2 and "Traceback" not in done.stderr
+        assert f"--history {path} is {kind}" in done.stderr

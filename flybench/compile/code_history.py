@@ -41,12 +41,13 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from flybench import jsonl, revisions
+from flybench import jsonl, revisions, write_target
 from flybench.compile import history, machine_code, sources
 from flybench.compile.machine_code import FILE, FORMAT, STATUSES
 from flybench.compile.cache import ROOT, entry_dir, hash_files
@@ -54,6 +55,7 @@ from flybench.compile.isa import code_lines
 from flybench.compile.registry import AMD_ARCHES, CHECKOUT_CASES, KernelCase
 from flybench.compile.runner import source_files
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.subject_code import work_root
 
 STAND_IN = "flybench stand-in"
@@ -408,13 +410,56 @@ def summary(records: list[dict[str, Any]]) -> str:
         f"laid over the nearest"])
 
 
+def _check_out(out: Path, *, reading: bool) -> Path:
+    """The record file in `out`, checked before anything runs: a compile of the month takes an hour, and an --out
+    that names a file, a FIFO or a place that cannot be written must not end it with a traceback. Reading: the
+    file must be there and be a regular file; writing: the file opens for appending, or its folder can be made."""
+    path = out / FILE
+    try:
+        write_target.check_folder(out)
+        if reading:
+            if not out.is_dir() or describe(path) == "nothing":
+                raise FlybenchError(f"--out {out} holds no {FILE}: name the folder a run of this command wrote "
+                                    "(e.g. results/flydsl)")
+            jsonl.check_regular(path)
+            return path
+        write_target.check_file(path)
+        if describe(path) == "a regular file":
+            with path.open("a", encoding="utf-8"):
+                pass
+        else:  # nothing is made yet (bad input found later leaves no folder behind): a probe where it would be
+            nearest = next(p for p in (out.absolute(), *out.absolute().parents) if p.is_dir())
+            os.rmdir(tempfile.mkdtemp(prefix=".flybench-probe-", dir=nearest))
+    except OSError as exc:
+        raise FlybenchError(f"--out {out}: {path} cannot be written ({exc.strerror or exc}): name a folder you can "
+                            "write") from exc
+    return path
+
+
+def _check_history(path: Path) -> None:
+    """The history must be a regular file: a FIFO blocks its read for ever and /dev/zero is read until memory ends."""
+    what = describe(path)
+    if what != "a regular file":
+        raise FlybenchError(f"--history {path} is {what}, not a FlyDSL CI history file: give the .json or .json.gz "
+                            "file FlyDSL's CI exported")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.summary:
-        records, errors = machine_code.read(args.out / FILE)
-        print("\n".join([summary(records), *errors]))
+        try:
+            records, errors = machine_code.read(_check_out(args.out, reading=True))
+        except FlybenchError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(summary(records))
+        for error in errors:
+            print(f"error: {error} (the line is not counted above)", file=sys.stderr)
         return 2 if errors else 0
     try:
+        if args.history is not None:
+            _check_history(args.history)
+        out = _check_out(args.out, reading=False)
         repo, commits, cases = _plan(args)
         versions = args.wheels.split(",") if args.wheels else history.published_versions()
         wheels = published_wheels(repo, versions)
@@ -424,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     except FlybenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = args.out / FILE
+    args.out.mkdir(parents=True, exist_ok=True)
     stored, errors = machine_code.read(out)
     for error in errors:
         print(f"warning: {error} (the line stays in the file; its record is compiled again)", file=sys.stderr)
@@ -432,7 +477,6 @@ def main(argv: list[str] | None = None) -> int:
     known = {r["key"]: r for r in stored}
     arches = args.arch or list(AMD_ARCHES)
     work, tally, began = work_root(), Tally(), time.monotonic()
-    args.out.mkdir(parents=True, exist_ok=True)
     for index, commit in enumerate(commits, 1):
         start = time.monotonic()
         records = run_commit(repo, commit, cases, arches, done, known, wheels, work, args.jobs, args.timeout)

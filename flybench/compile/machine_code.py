@@ -55,5 +55,10 @@ def check(record: dict[str, Any]) -> None:
         raise ValueError(f"status {record['status']!r} is none of {', '.join(STATUSES)}")
     if (record["status"] == "ok") != isinstance(record.get("code_hash"), str):
         raise ValueError("an ok record has a code_hash string, and only an ok record has one")
+    if not isinstance(record.get("compiled"), bool):
+        raise ValueError(f"field 'compiled' must be true or false, got {record.get('compiled')!r}")
+    seconds = record.get("compile_s")
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))):
+        raise ValueError(f"field 'compile_s' must be a number of seconds or null, got {seconds!r}")
     if record.get("metrics") is not None and not isinstance(record["metrics"], dict):
         raise ValueError("field 'metrics' must be an object or null")
