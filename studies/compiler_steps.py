@@ -80,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
             import_file(args.history, db, args.subject, flydsl_repo=args.flydsl_repo)
             if args.machine_code:
                 with connect(db) as conn:
-                    machine_code.store(conn, args.subject, machine_code.read(args.machine_code)[0])
+                    code = machine_code.read(args.machine_code)  # None: the tree holds no machine code file
+                    if code is not None:
+                        machine_code.store(conn, args.subject, code)
             stored.refresh(db)
         rows = steps(db, args.subject)
     text = table(rows)

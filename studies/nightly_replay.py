@@ -85,7 +85,9 @@ def ingest(source: Path, db: Path, repo: Path, code_tree: Path | None = None) ->
     import_file(source, db, SUBJECT, flydsl_repo=repo)
     if code_tree is not None:
         with connect(db) as conn:
-            machine_code.store(conn, SUBJECT, machine_code.read(code_tree)[0])
+            code = machine_code.read(code_tree)  # None: the tree holds no machine code file
+            if code is not None:
+                machine_code.store(conn, SUBJECT, code)
     stored.refresh(db)
     return state(db)
 

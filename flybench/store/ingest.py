@@ -78,6 +78,7 @@ class IngestReport:
     role_rows: int = 0  # model-lane role splits (flybench.store.roles)
     impossible: int = 0  # rows of `rows` whose time no call can take, stored as failed (asv_files.impossible_times)
     machine_code_rows: int | None = None  # records of the tree's machine-code.jsonl (None: the tree has none)
+    machine_code_kept: int = 0  # stored machine code rows kept because the file was refused in part or whole
     pruned: bool = False  # --prune was given: `kept` are then files of machines the tree does not hold
 
     @property
@@ -93,6 +94,8 @@ class IngestReport:
             + (f"; {self.impossible} rows with a time no call can take (0 s or less, an hour or more), stored as "
                "failed, not as ok" if self.impossible else "")
             + (f"; {self.machine_code_rows} machine code records" if self.machine_code_rows is not None else "")
+            + (f" ({self.machine_code_kept} stored before kept, as the file was refused in part or whole)"
+               if self.machine_code_kept else "")
         ]
         if self.kept and self.pruned:
             lines.append(f"  {len(self.kept)} stored files of machine folders this tree does not hold, kept: "
@@ -159,7 +162,7 @@ def ingest(
     code = machine_code.read(root)  # the machine code of its commits (flybench.compile.code_history)
     if code is not None:
         path = root / machine_code.FILE
-        report.errors += [FileError(str(path), message.removeprefix(f"{path}, ")) for message in code[1]]
+        report.errors += [FileError(str(path), message.removeprefix(f"{path}, ")) for message in code.refused]
     try:
         with size_limit_as_advice(db_path), connect(db_path) as conn:
             _ingest_tree(conn, report, root, machine_dirs, benchmarks_path, benchmarks, readers, branch, prune)
@@ -168,7 +171,9 @@ def ingest(
                     commit_notes.store(conn, subject, notes)
             if code is not None:
                 with _transaction(conn):
-                    report.machine_code_rows = machine_code.store(conn, subject, code[0])
+                    report.machine_code_rows = machine_code.store(conn, subject, code)
+                    if not code.whole:
+                        report.machine_code_kept = machine_code.count(conn, subject) - len(code.records)
     finally:
         readers.close()
     return report
