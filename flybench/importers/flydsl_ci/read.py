@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.hardware import PEAKS
 from flybench.importers.flydsl_ci.mapping import map_case
 
@@ -103,8 +104,14 @@ EARLIEST, LATEST = datetime(2000, 1, 1), datetime(2100, 1, 1)
 def read_history(path: str | Path) -> HistoryFile:
     """Parse `path` (plain JSON or gzip, whatever its name); FlybenchError if the file as a whole is unusable."""
     path = Path(path)
+    what = describe(path)  # a FIFO blocked the import for ever, a link to /dev/zero was read until memory ran out
+    if what != "a regular file":
+        said = f"no file at {path}" if what == "nothing" else (
+            f"{path} is {what}, not a FlyDSL CI history file, so it was not read (only regular files are)")
+        raise FlybenchError(f"{said}: name the history.json or history.json.gz that FlyDSL's CI dashboard writes")
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_BYTES + 1)  # past that, neither JSON nor gzip'd JSON is taken (_check_size)
     except OSError as exc:
         raise FlybenchError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     data = _decode(path, raw)
@@ -202,15 +209,14 @@ def _timestamp(text: str) -> datetime:
 
 
 def _decode(path: Path, raw: bytes) -> Any:
+    _check_size(path, raw)  # a gzip'd history is smaller than its JSON
     if raw[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unpacked:
                 raw = unpacked.read(MAX_BYTES + 1)
         except (OSError, EOFError, zlib.error) as exc:
             raise FlybenchError(f"{path}: corrupt or truncated gzip ({exc})") from exc
-    if len(raw) > MAX_BYTES:
-        raise FlybenchError(f"{path}: over {MAX_BYTES >> 20} MiB of JSON; a month of FlyDSL's CI is about 9 MiB: "
-                            "split the history into smaller files and import each")
+    _check_size(path, raw)
     try:
         return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -218,3 +224,9 @@ def _decode(path: Path, raw: bytes) -> Any:
     except json.JSONDecodeError as exc:
         raise FlybenchError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
                             "the file may be truncated") from exc
+
+
+def _check_size(path: Path, raw: bytes) -> None:
+    if len(raw) > MAX_BYTES:
+        raise FlybenchError(f"{path}: over {MAX_BYTES >> 20} MiB of JSON; a month of FlyDSL's CI is about 9 MiB: "
+                            "split the history into smaller files and import each")

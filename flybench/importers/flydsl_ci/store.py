@@ -13,6 +13,7 @@ comes back with other content is reported and the stored one kept.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
@@ -56,6 +57,8 @@ class ImportReport:
     """Main commits whose changed files were read from the clone, to tell code steps from the runner's."""
     unresolved: int = 0
     """Short commit hashes of the new records that no full hash was found for: kept as given."""
+    clone: str | None = None
+    """The FlyDSL clone given (--flydsl-repo), which the short hashes were looked up in too."""
     below_printed: int = 0
     """New records whose value FlyDSL printed as 0 (a rate below its precision): stored as missing, not as ok."""
     clone_notes: list[str] = field(default_factory=list)
@@ -85,10 +88,15 @@ class ImportReport:
         lines += [f"  conflict: {self.file}: {conflict}" for conflict in self.conflicts]
         if self.unresolved:
             one = self.unresolved == 1
+            advice = (f"pass --flydsl-repo CLONE to resolve {'it' if one else 'them'}" if self.clone is None else
+                      f"the clone {self.clone} has no single commit of {'that prefix' if one else 'those prefixes'} "
+                      f"either: fetch what FlyDSL's CI ran into it (`git -C {shlex.quote(self.clone)} fetch origin "
+                      "'+refs/pull/*/head:refs/remotes/origin/pr/*'`, pull requests' heads included) and import "
+                      "again")
             lines.append(f"  warning: {self.unresolved} commit{'' if one else 's'} given as "
                          f"{'a short hash matches' if one else 'short hashes match'} no full hash known for subject "
                          f"{self.subject!r} (unknown or ambiguous) and {'is' if one else 'are'} kept as given: "
-                         f"pass --flydsl-repo CLONE to resolve {'it' if one else 'them'}")
+                         + advice)
         return "\n".join(lines)
 
 
@@ -104,7 +112,7 @@ def import_file(path: str | Path, db_path: str | Path = DEFAULT_DB, subject: str
     """
     history = read_history(path)
     report = ImportReport(str(path), str(db_path), subject, records=len(history.records),
-                          rejected=list(history.errors))
+                          rejected=list(history.errors), clone=None if flydsl_repo is None else str(flydsl_repo))
     with connect(db_path) as conn:
         stored = _stored_records(conn, subject, sorted({r.run_id for r in history.records}))
         new = [r for r in history.records if r.key not in stored]
