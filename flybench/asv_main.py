@@ -6,7 +6,9 @@ what it loaded) by opening it for writing and dumping into it. `flybench run
 another was rewriting it found it empty and ended before measuring anything
 ("Error parsing JSON in file '~/.asv-machine.json'"). Here the file is
 written beside itself and moved into place, so a reader finds the old file or
-the new one, never half of one. Everything else is asv's own `main`:
+the new one, never half of one. With `FLYBENCH_ONE_PROCESS` set (`flybench
+run --one-process`), every case of the invocation runs in one measuring
+process (`flybench.asv_spawner`). Everything else is asv's own `main`:
 
     python -m flybench.asv_main run --config asv.conf.json ...
 """
@@ -17,6 +19,8 @@ import os
 
 from asv import machine, util
 from asv.main import main
+
+from flybench import envvars
 
 
 def _save(cls: type[machine.MachineCollection], machine_name: str, machine_info: dict,
@@ -37,4 +41,8 @@ def _save(cls: type[machine.MachineCollection], machine_name: str, machine_info:
 machine.MachineCollection.save = classmethod(_save)
 
 if __name__ == "__main__":
+    if os.environ.get(envvars.ONE_PROCESS):
+        from flybench.asv_spawner import install
+
+        install()
     main()

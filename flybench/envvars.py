@@ -15,6 +15,8 @@ RESULTS_DIR = "FLYBENCH_RESULTS_DIR"
 # numbers it, and that GPU's UUID; they go into the case's record.
 GPU_INDEX = "FLYBENCH_GPU_INDEX"
 GPU_UUID = "FLYBENCH_GPU_UUID"
+# Between `flybench run --one-process` and its asv (flybench.asv_main): run every case in one measuring process.
+ONE_PROCESS = "FLYBENCH_ONE_PROCESS"
 
 # Set by the user.
 FLYDSL_SRC = "FLYBENCH_FLYDSL_SRC"

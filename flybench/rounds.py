@@ -1,12 +1,16 @@
 """Interleaved, adaptive rounds of base and head: the schedule a pull request's check measures by.
 
-A round is one measuring process per side and workload (`flybench run
---append-samples`), and gives every case it measures one median, the unit a
-verdict is judged on (flybench.regress.verdict). The schedule:
+A round is one measuring process per side (`flybench run --one-process
+--append-samples`): every selected case of every workload, one after
+another in that process, so a round costs what its kernels cost and not a
+process start, a context and the JIT compiles per case. It gives every
+case it measures one median, the unit a verdict is judged on
+(flybench.regress.verdict); the round stays the independent unit. The
+schedule:
 
-1. `initial` rounds of everything selected, base and head interleaved
-   workload by workload, the side that goes first alternating from round to
-   round, so that drift over the job falls on both sides alike;
+1. `initial` rounds of everything selected, base and head interleaved, the
+   side that goes first alternating from round to round, so that drift
+   over the job falls on both sides alike;
 2. then, while some subject case is still ambiguous, one more round of just
    those cases on both sides, until none is, a case has `cap` rounds, or the
    next round would not fit in the time budget.
@@ -30,7 +34,8 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Selection:
-    """What one process of one side measures: a workload, and optionally only some providers, dtypes, cases."""
+    """What one side measures of one workload in a round: the workload, and optionally only some providers,
+    dtypes, cases (a round's process measures all of its selections)."""
 
     workload: str
     providers: tuple[str, ...] = ()
@@ -86,12 +91,12 @@ class Schedule:
         return lines
 
 
-def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selection], None],
+def run_rounds(selections: Sequence[Selection], measure: Callable[[str, list[Selection]], None],
                ambiguous: Callable[[], list[Case]], *, initial: int = 3, cap: int = 8, budget_s: float = 3600.0,
                clock: Callable[[], float] = time.monotonic, started: float | None = None) -> Schedule:
     """Measure `selections` on both sides ("base", "head") in rounds, adding rounds for ambiguous cases.
 
-    `measure(side, selection)` runs one measuring process; `ambiguous()`
+    `measure(side, selections)` runs one side's measuring process of a round; `ambiguous()`
     judges what has been measured so far and names the subject cases whose
     verdict is still ambiguous and that more rounds could settle. `started`
     (on `clock`) is when the budget began; default now.
@@ -131,7 +136,7 @@ def run_rounds(selections: Sequence[Selection], measure: Callable[[str, Selectio
 
 def rerun(cases: Sequence[Case]) -> list[Selection]:
     """One selection per workload covering the cases: their providers, dtypes and cases (the product of the three,
-    which may measure a few more cases than named: one process per workload costs less than one per case)."""
+    which may measure a few more cases than named)."""
     by_workload: dict[str, list[Case]] = {}
     for case in cases:
         by_workload.setdefault(case[0], []).append(case)
@@ -139,13 +144,12 @@ def rerun(cases: Sequence[Case]) -> list[Selection]:
             for workload, group in sorted(by_workload.items())]
 
 
-def _round(number: int, selections: list[Selection], measure: Callable[[str, Selection], None],
+def _round(number: int, selections: list[Selection], measure: Callable[[str, list[Selection]], None],
            clock: Callable[[], float], adaptive: bool) -> RoundLog:
     sides = ("base", "head") if number % 2 else ("head", "base")
     began = clock()
-    for selection in selections:
-        for side in sides:
-            measure(side, selection)
+    for side in sides:
+        measure(side, selections)
     return RoundLog(number, selections, clock() - began, adaptive)
 
 

@@ -30,17 +30,18 @@ def test_rounds_interleave_alternate_and_add_rounds_only_for_the_ambiguous() -> 
     clock, calls = Clock(), []
     still = [[("moe", "c1", "triton", "bf16"), ("moe", "c2", "torch", "bf16")], [("moe", "c1", "triton", "bf16")], []]
 
-    def measure(side: str, selection: Selection) -> None:
-        calls.append((side, selection))
+    def measure(side: str, selections: list[Selection]) -> None:
+        calls.append((side, selections))
         clock.now += 10
 
     schedule = run_rounds([Selection("moe"), Selection("attention")], measure, lambda: still.pop(0),
                           initial=3, cap=8, budget_s=3600, clock=clock)
     sides = [side for side, _ in calls]
-    assert sides[:12] == ["base", "head"] * 2 + ["head", "base"] * 2 + ["base", "head"] * 2  # per workload, ABBA
-    extra = [selection for _, selection in calls[12:]]
-    assert extra == [Selection("moe", ("torch", "triton"), ("bf16",), ("c1", "c2"))] * 2 + \
-                    [Selection("moe", ("triton",), ("bf16",), ("c1",))] * 2
+    assert sides[:6] == ["base", "head", "head", "base", "base", "head"]  # one process a side a round, ABBA
+    assert all(selections == [Selection("moe"), Selection("attention")] for _, selections in calls[:6])
+    extra = [selections for _, selections in calls[6:]]
+    assert extra == [[Selection("moe", ("torch", "triton"), ("bf16",), ("c1", "c2"))]] * 2 + \
+                    [[Selection("moe", ("triton",), ("bf16",), ("c1",))]] * 2
     assert [r.adaptive for r in schedule.rounds] == [False] * 3 + [True] * 2
     assert schedule.stopped == "no ambiguous case that more rounds could settle" and schedule.ambiguous == []
     summary = schedule.summary(3600, 8)
@@ -50,7 +51,7 @@ def test_rounds_interleave_alternate_and_add_rounds_only_for_the_ambiguous() -> 
 def test_rounds_stop_at_the_budget_and_at_the_cap() -> None:
     clock = Clock()
 
-    def measure(side: str, selection: Selection) -> None:
+    def measure(side: str, selections: list[Selection]) -> None:
         clock.now += 100
 
     always = [("moe", "c1", "triton", "bf16")]

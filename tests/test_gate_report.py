@@ -81,3 +81,13 @@ def test_terminal_rows_fit_160_columns() -> None:
     widths = [len(line) for line in shown.splitlines()]
     assert max(widths) <= TERMINAL_WIDTH and max(widths) > 120  # it uses the room it has
     assert "dsv3-t32" in shown and "moe/p11" in shown  # folded and wrapped, nothing cut
+
+
+def test_noise_never_keeps_the_json_report_from_being_written() -> None:
+    """Under load two rounds a side can leave an interval with an infinite end: the JSON report says null there,
+    and is written (it once died of `ValueError: Out of range float values are not JSON compliant: inf`)."""
+    unbounded = replace(WILD, interval=(float("-inf"), float("inf")), p_value=float("nan"), noise=float("inf"))
+    data = json.loads(to_json(Comparison("gate-h200", "a" * 40, "b" * 40, 0.001, [unbounded, QUIET])))
+    case = data["cases"][0]
+    assert case["interval"] == [None, None] and case["p_value"] is None and case["noise"] is None
+    assert data["cases"][1]["interval"] == list(QUIET.interval)

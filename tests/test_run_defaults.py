@@ -105,3 +105,21 @@ def test_a_run_whose_cases_failed_exits_1_not_2(clone: Path, monkeypatch, capsys
     assert main(["run", "-w", "gemm", "-p", "torch", "-d", "bf16", "--machine", "t"]) == 1
     assert len(asv_runs) == 1
     assert "some cases failed or did not finish" in capsys.readouterr().err
+
+
+def test_an_empty_commit_is_refused_not_taken_as_head(clone: Path) -> None:
+    done = flybench(clone, "run", "--dry-run", "-w", "gemm", "-p", "torch", "--commit", "")
+    assert done.returncode == 2 and "--commit '' names no commit" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_cases_file_names_exactly_what_runs_and_bad_ones_are_refused(clone: Path, tmp_path: Path) -> None:
+    listing = tmp_path / "cases.json"
+    listing.write_text('[["gemm", "64x48x32", "torch", "bf16"]]')
+    done = flybench(clone, "run", "--dry-run", "--set", "tiny", "--cases", str(listing))
+    assert done.returncode == 0, done.stderr
+    assert "plan: gemm: 1 cases of 1 (provider, dtype) = 1 measuring processes (torch bf16)" in done.stdout
+    for text, said in (('[["gemm", "nope", "torch", "bf16"]]', "gemm has no case 'nope' in the tiny set"),
+                       ('[["gemm"]]', "is not a [workload, case, provider, dtype] list"), ("{", "is not JSON")):
+        listing.write_text(text)
+        done = flybench(clone, "run", "--dry-run", "--set", "tiny", "--cases", str(listing))
+        assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr

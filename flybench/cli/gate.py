@@ -5,8 +5,8 @@ and an engineer's own GPU. Two halves, each over both commits:
 
 - timing, where a selected provider runs here: both commits are checked out
   as worktrees of the subject's repository; each side is measured with its
-  own code, one process per side, workload and round (`flybench run
-  --append-samples`), in the schedule of `flybench.rounds`: a few rounds of
+  own code, every case of a side's round in one process (`flybench run
+  --one-process --append-samples`), in the schedule of `flybench.rounds`: a few rounds of
   everything, then more rounds of the subject cases whose verdict is still
   ambiguous, within a time budget. Each round gives a case one median, and
   the verdicts are judged over those medians (`flybench.regress.verdict`);
@@ -61,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser = subparsers.add_parser(
         "gate", help="measure base and head in interleaved rounds and judge the pull request",
         description="Check out BASE and HEAD of the subject's repository, measure both in interleaved rounds "
-                    "(one process per side, workload and round), add rounds for the cases still ambiguous, and "
+                    "(one measuring process per side and round), add rounds for the cases still ambiguous, and "
                     "judge over the rounds' medians. Exit status: 0 pass, 1 regression or broken case, "
                     "2 bad input.")
     parser.add_argument("base", help="base commit (hash, branch or tag)")
@@ -190,8 +190,11 @@ def main(args: argparse.Namespace) -> int:
         _check_fresh(sides, machine, args.resume)
         db = workdir / "gate.duckdb"
 
-        def measure(name: str, selection: Selection) -> None:
-            _run_side(sides[name], machine, args.shape_set, selection, workdir)
+        compiled = _compiled_code_caches(cache)
+
+        def measure(name: str, round_selections: list[Selection]) -> None:
+            _run_side(sides[name], machine, args.shape_set, _round_cases(round_selections, runnable, args.shape_set),
+                      workdir, compiled)
 
         def ambiguous() -> list[Case]:
             return _ambiguous(_judge(sides, db, machine, cfg), args.max_rounds)
@@ -580,27 +583,52 @@ def _ambiguous(comparison, cap: int) -> list[Case]:
     return found
 
 
-def _run_side(side: Side, machine: str, shape_set: str, selection: Selection, workdir: Path) -> None:
-    """One measuring process of one side: `flybench run` under the side's asv config.
+def _round_cases(selections: list[Selection], runnable, shape_set: str) -> list[list[str]]:
+    """Every case a round's selections name that runs here, as [workload, case, provider, dtype] (`flybench run
+    --cases`): a selection without providers, dtypes or cases names all that run."""
+    from flybench.workloads import get_workload
+
+    found: list[list[str]] = []
+    for s in selections:
+        names = [c.name for c in get_workload(s.workload).cases(shape_set) if not s.cases or c.name in s.cases]
+        found += [[s.workload, name, c.provider, c.dtype] for c in runnable if c.workload == s.workload
+                  and (not s.providers or c.provider in s.providers) and (not s.dtypes or c.dtype in s.dtypes)
+                  for name in names]
+    return found
+
+
+def _compiled_code_caches(cache: Path) -> dict[str, str]:
+    """The measuring processes' compiled code kept across rounds and sides under the gate's cache: Triton's cache
+    and JAX's persistent compilation cache (every compile kept, however quick). Both key by what they compile,
+    so a kernel the sides share compiles once; a variable the user set is left as it is."""
+    wanted = {"TRITON_CACHE_DIR": str(cache / "triton"), "JAX_COMPILATION_CACHE_DIR": str(cache / "jax"),
+              "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    return {name: value for name, value in wanted.items() if name not in os.environ}
+
+
+def _run_side(side: Side, machine: str, shape_set: str, cases: list[list[str]], workdir: Path,
+              compiled: dict[str, str]) -> None:
+    """One side's round: `flybench run --one-process` under the side's asv config, every case of the round in one
+    measuring process, with the compiled-code caches the rounds share (`compiled`).
 
     It runs from `workdir`, so that this flybench's CLI runs it; the
-    benchmarks import the side's own flybench (ASV_PYTHONPATH, set by run),
-    or, for FlyDSL, this flybench with the side's kernels and wheel. A run
-    that fails is not fatal: its cases are recorded as failed, and the
-    comparison says so.
+    benchmarks import the side's own flybench (its benchmark folder's
+    parent comes first on their path), or, for FlyDSL, this flybench with
+    the side's kernels and wheel. A run that fails is not fatal: its cases
+    are recorded as failed, and the comparison says so.
     """
+    listing = workdir / f"{side.name}.round-cases.json"
+    listing.write_text(json.dumps(cases))
     command = [sys.executable, "-m", "flybench", "run", "--config", str(side.config), "--commit", side.commit,
-               "--machine", machine, "--set", shape_set, "--append-samples", "-w", selection.workload,
-               *[arg for p in selection.providers for arg in ("-p", p)],
-               *[arg for d in selection.dtypes for arg in ("-d", d)],
-               *[arg for c in selection.cases for arg in ("-c", c)]]
-    print(f"gate: {side.name} {selection.workload}"
-          f"{' (' + ', '.join(selection.cases) + ')' if selection.cases else ''}", flush=True)
-    done = subprocess.run(command, cwd=workdir, env={**os.environ, **side.env, "PYTHONUNBUFFERED": "1"})
+               "--machine", machine, "--set", shape_set, "--append-samples", "--one-process", "--cases", str(listing)]
+    workloads = sorted({c[0] for c in cases})
+    print(f"gate: {side.name}: {len(cases)} case{'s' if len(cases) != 1 else ''} of {', '.join(workloads)} in one "
+          "measuring process", flush=True)
+    done = subprocess.run(command, cwd=workdir, env={**os.environ, **compiled, **side.env, "PYTHONUNBUFFERED": "1"})
     if done.returncode == 2:
-        raise FlybenchError(f"flybench run refused the selection for {selection.workload} on {side.name}: see above")
+        raise FlybenchError(f"flybench run refused the selection for {', '.join(workloads)} on {side.name}: see above")
     if not any((results_dir(side.config) / machine).glob("*.cases.jsonl")):
-        raise FlybenchError(f"the {side.name} side measured nothing ({selection.workload}; flybench run exited "
+        raise FlybenchError(f"the {side.name} side measured nothing ({', '.join(workloads)}; flybench run exited "
                             f"{done.returncode}): see its output above")
 
 

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from flybench import envvars, hardware, revisions, run_identity, subject_code
+from flybench import benchmark_names, envvars, hardware, revisions, run_identity, subject_code
 from flybench.errors import FlybenchError
 from flybench.selection import Choice, asv_regex, check_shape_set, choices, with_cases
 
@@ -91,6 +91,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                              "and do not change the exit status (add --resume to a later call to measure them)")
     parser.add_argument("--resume", action="store_true",
                         help="skip the cases this commit already has a record of on this machine (a run cut short)")
+    parser.add_argument("--one-process", action="store_true",
+                        help="measure every selected case in one process, one after another (asv's benchmarks run "
+                             "in one measuring process instead of one each): the context, the JIT compiles and the "
+                             "warm-up are paid once, not per case; a case that ends the process costs only itself, "
+                             "and the next case starts a fresh one. A pull request's round (flybench gate) runs so")
+    parser.add_argument("--cases", type=Path, default=None,
+                        help="measure exactly the cases this JSON file lists, as [workload, case, provider, dtype] "
+                             "lists (flybench gate hands each round's cases over so); not with -w, -p, -d, -c")
     parser.add_argument("--dry-run", action="store_true", help="show what would run, run nothing")
     return parser
 
@@ -102,9 +110,15 @@ def main(args: argparse.Namespace) -> int:
     device = hardware.detect()
     shape_set = args.shape_set or ("tiny" if device.kind == "cpu" else "quick")
     check_shape_set(shape_set)
-    combos = choices(device, args.workload, args.provider, args.dtype)
-    workloads = with_cases(shape_set, sorted({c.workload for c in combos}), args.case)
-    combos = [c for c in combos if c.workload in workloads]
+    listed = read_cases(args.cases, shape_set, args) if args.cases else None
+    if listed is not None:
+        combos = [c for c in choices(device, sorted({w for w, _, _ in listed}), sorted({p for _, p, _ in listed}),
+                                     sorted({d for _, _, d in listed})) if (c.workload, c.provider, c.dtype) in listed]
+    else:
+        combos = choices(device, args.workload, args.provider, args.dtype)
+        workloads = with_cases(shape_set, sorted({c.workload for c in combos}), args.case)
+        combos = [c for c in combos if c.workload in workloads]
+    cases = listed if listed is not None else args.case
     machine = args.machine or hardware.machine_name(device)
     print(f"device: {device.name} ({device.arch}{', ' + device.driver if device.driver else ''}); "
           f"machine: {machine}; shape set: {shape_set}")
@@ -119,11 +133,14 @@ def main(args: argparse.Namespace) -> int:
     if not runnable:
         raise FlybenchError("nothing can run here with this selection; see the reasons above")
     dealt = args.gpus or args.shard or args.max_minutes is not None or args.resume
+    if dealt and (args.one_process or listed is not None):
+        raise FlybenchError("--one-process and --cases measure a plain run: leave out --gpus, --shard, --max-minutes "
+                            "and --resume")
     if args.roles and dealt:
         raise FlybenchError("--roles traces the cases of a plain run: run it without --gpus, --shard, --max-minutes "
                             "and --resume")
     if args.dry_run and not dealt:
-        _print_plan(runnable, shape_set, args.case, config, commit)
+        _print_plan(runnable, shape_set, cases, config, commit)
         return 0
     results = results_dir(config)
     if dealt and args.dry_run:
@@ -136,6 +153,8 @@ def main(args: argparse.Namespace) -> int:
     env = {**os.environ, **run,
            # asv drops PYTHONPATH for benchmark processes and honours ASV_PYTHONPATH instead
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)}
+    if args.one_process:
+        env[envvars.ONE_PROCESS] = "1"
     asv_args = ["--python=same", "--set-commit-hash", commit, "--machine", machine, "--record-samples",
                 "--show-stderr"]
     if dealt:
@@ -145,18 +164,19 @@ def main(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "flybench.asv_main", "run", "--config", str(config), *asv_args,
                *(["--append-samples"] if args.append_samples else [])]
     code = 0
-    chunks = _chunks(runnable)
+    chunks = _chunks(runnable) if not args.one_process else {"every workload": runnable}
     from flybench.measure.record import path_for
     from flybench.workers import Follower
 
     # A line per case as it ends (a table rewritten in place on a terminal), read from the run's case records:
     # asv itself says nothing until a workload's invocation ends, minutes later.
     with Follower(path_for(results, machine, commit, run[envvars.ENV_NAME]), run[envvars.RUN_ID],
-                  _case_count(runnable, shape_set, args.case), device.name):
+                  _case_count(runnable, shape_set, cases), device.name):
         for number, (workload, chunk) in enumerate(chunks.items(), start=1):
             providers = sorted({c.provider for c in chunk})
-            print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}", flush=True)
-            patterns = [arg for pattern in asv_regex(shape_set, chunk, args.case) for arg in ("--bench", pattern)]
+            print(f"[{number}/{len(chunks)}] {workload}: {', '.join(providers)}"
+                  f"{' (one measuring process)' if args.one_process else ''}", flush=True)
+            patterns = [arg for pattern in _patterns(shape_set, chunk, cases) for arg in ("--bench", pattern)]
             code = max(code, _asv(command + patterns, config.resolve().parent, env))
     print(f"results: {results / machine}")
     from flybench.cli._summary import print_run_summary
@@ -210,18 +230,70 @@ def without_tables(lines: Iterable[str]) -> Iterator[str]:
         yield line
 
 
-def _print_plan(runnable: list[Choice], shape_set: str, cases: list[str] | None, config: Path, commit: str) -> None:
-    """--dry-run: per workload, how many cases each runnable (provider, dtype) measures, and the asv command."""
+Cases = "list[str] | dict[tuple[str, str, str], list[str]] | None"
+"""The cases a run names: every case (None), these names (-c), or per (workload, provider, dtype) (--cases)."""
+
+
+def read_cases(path: Path, shape_set: str, args: argparse.Namespace) -> dict[tuple[str, str, str], list[str]]:
+    """--cases FILE: per (workload, provider, dtype), the case names it lists; anything else is bad input."""
+    from flybench.file_kinds import describe
+    from flybench.workloads import WORKLOADS, get_workload
+
+    if args.workload or args.provider or args.dtype or args.case:
+        raise FlybenchError("--cases lists the cases itself: leave out -w, -p, -d and -c")
+    if not path.is_file():
+        raise FlybenchError(f"--cases {path}: {describe(path) if path.exists() else 'no such file'}; give a JSON "
+                            "file of [workload, case, provider, dtype] lists")
+    try:
+        listed = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise FlybenchError(f"--cases {path} is not JSON ({exc}): give a list of [workload, case, provider, dtype] "
+                            "lists") from exc
+    found: dict[tuple[str, str, str], list[str]] = {}
+    for item in listed if isinstance(listed, list) else [listed]:
+        if not (isinstance(item, list) and len(item) == 4 and all(isinstance(v, str) for v in item)):
+            raise FlybenchError(f"--cases {path}: {str(item)[:80]!r} is not a [workload, case, provider, dtype] "
+                                "list of four names")
+        workload, case, provider, dtype = item
+        if workload not in WORKLOADS:
+            raise FlybenchError(f"--cases {path}: no workload {workload!r}; the workloads: {', '.join(WORKLOADS)}")
+        if case not in {c.name for c in get_workload(workload).cases(shape_set)}:
+            raise FlybenchError(f"--cases {path}: {workload} has no case {case!r} in the {shape_set} set "
+                                "(`flybench list` names them)")
+        found.setdefault((workload, provider, dtype), []).append(case)
+    if not found:
+        raise FlybenchError(f"--cases {path} lists no case")
+    return found
+
+
+def _names(workload: str, shape_set: str, cases: Cases, choice: Choice | None = None) -> list[str]:
+    """The case names a run measures of one workload (of one provider and dtype, for --cases)."""
     from flybench.workloads import get_workload
 
+    if isinstance(cases, dict):
+        return cases.get((workload, choice.provider, choice.dtype), []) if choice is not None else \
+            sorted({n for (w, _, _), names in cases.items() if w == workload for n in names})
+    return [c.name for c in get_workload(workload).cases(shape_set) if not cases or c.name in cases]
+
+
+def _patterns(shape_set: str, runnable: list[Choice], cases: Cases) -> list[str]:
+    """asv `--bench` patterns selecting exactly the cases a run names."""
+    if not isinstance(cases, dict):
+        return asv_regex(shape_set, runnable, cases)
+    return [benchmark_names.asv_pattern(c.workload, shape_set, c.provider, c.dtype,
+                                        _names(c.workload, shape_set, cases, c)) for c in runnable]
+
+
+def _print_plan(runnable: list[Choice], shape_set: str, cases: Cases, config: Path, commit: str) -> None:
+    """--dry-run: per workload, how many cases each runnable (provider, dtype) measures, and the asv command."""
     total = 0
     for workload, chunk in _chunks(runnable).items():
-        names = [c.name for c in get_workload(workload).cases(shape_set) if not cases or c.name in cases]
-        total += len(names) * len(chunk)
+        count = sum(len(_names(workload, shape_set, cases, c)) for c in chunk)
+        total += count
         pairs = ", ".join(f"{c.provider} {c.dtype}" for c in chunk)
-        print(f"plan: {workload}: {len(names)} cases x {len(chunk)} (provider, dtype) = {len(names) * len(chunk)} "
+        print(f"plan: {workload}: {count} cases of {len(chunk)} (provider, dtype) = {count} "
               f"measuring processes ({pairs})")
-        patterns = [arg for pattern in asv_regex(shape_set, chunk, cases) for arg in ("--bench", pattern)]
+        patterns = [arg for pattern in _patterns(shape_set, chunk, cases) for arg in ("--bench", pattern)]
         print("  " + shlex.join(["asv", "run", "--config", str(config), "--python=same", "--set-commit-hash", commit,
                                  *patterns]))
     print(f"plan: {total} measuring processes in all; nothing was run (--dry-run)")
@@ -267,12 +339,9 @@ def availability_rows(combos: list[Choice]) -> list[tuple[str, str | None, str]]
     return sorted(rows, key=lambda r: (r[1] is not None, r[0], r[1] or ""))
 
 
-def _case_count(runnable: list[Choice], shape_set: str, cases: list[str] | None) -> int:
-    """How many measuring processes the run starts: each runnable (provider, dtype) times its workload's cases."""
-    from flybench.workloads import get_workload
-
-    return sum(len([c for c in get_workload(workload).cases(shape_set) if not cases or c.name in cases]) * len(chunk)
-               for workload, chunk in _chunks(runnable).items())
+def _case_count(runnable: list[Choice], shape_set: str, cases: Cases) -> int:
+    """How many cases the run measures: each runnable (provider, dtype) times its workload's cases."""
+    return sum(len(_names(c.workload, shape_set, cases, c)) for c in runnable)
 
 
 def _asv_env_name(config: str) -> str:
@@ -303,6 +372,9 @@ def _commit(config: Path, commit: str | None) -> tuple[Path | None, str]:
     traceback.
     """
     repo = str(_read_config(config).get("repo", "."))
+    if commit is not None and not commit.strip():  # '' was taken as HEAD: results filed under a commit not named
+        raise FlybenchError(f"--commit {commit!r} names no commit: pass a hash, branch or tag, or leave --commit out "
+                            "to measure HEAD")
     ref = commit or "HEAD"
     if "://" in repo or repo.startswith("git@"):  # a remote repository: only a full hash can be taken as given
         if re.fullmatch(r"[0-9a-f]{40}", ref):

@@ -158,14 +158,27 @@ def to_json(outcome: Outcome) -> str:
             "summary": {v: len(outcome.having(v)) for v in VERDICTS},
             "inconclusive": inconclusive(outcome),
             "controls": {v: sum(x.verdict == v for x in outcome.controls) for v in VERDICTS},
-            "cases": [{**asdict(c), "relative": _finite(c.relative)} for c in outcome.cases],
-            "resources": [asdict(r) for r in outcome.resources],
+            "cases": [_finite_only({**asdict(c), "relative": c.relative}) for c in outcome.cases],
+            "resources": [_finite_only(asdict(r)) for r in outcome.resources],
             "notes": outcome.notes,
             "unmeasured": outcome.unmeasured,
         }
     else:
-        data = [{**asdict(r), "relative": _finite(r.step.relative), "absolute": r.step.absolute} for r in outcome]
+        data = [_finite_only({**asdict(r), "relative": r.step.relative, "absolute": r.step.absolute})
+                for r in outcome]
     return json.dumps(data, indent=2, default=str, allow_nan=False)
+
+
+def _finite_only(value: Any) -> Any:
+    """`value` with every number JSON cannot hold (an interval's infinite end under heavy noise, a change from
+    zero, a NaN) as null: noise must never keep a report from being written."""
+    if isinstance(value, float):
+        return _finite(value)
+    if isinstance(value, dict):
+        return {k: _finite_only(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_only(v) for v in value]
+    return value
 
 
 def from_json(text: str) -> Comparison:
