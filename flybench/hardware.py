@@ -82,6 +82,15 @@ def detect() -> Device:
     return Device("cuda", arch, props.name, accelerator, f"cuda {torch.version.cuda}", "cuda")
 
 
+def memory_bytes(device: Device) -> int | None:
+    """The device's memory in bytes (None on the CPU): what a case's memory estimate is weighed against."""
+    if device.kind == "cpu":
+        return None
+    import torch
+
+    return int(torch.cuda.get_device_properties(0).total_memory)
+
+
 @dataclass(frozen=True)
 class Gpu:
     """One GPU of this node as torch numbers it (after any *_VISIBLE_DEVICES the user set)."""

@@ -401,3 +401,20 @@ def test_a_kernel_that_fails_only_with_the_heads_other_wheel_is_not_called_broke
     assert judged("0.3.1", "0.3.1")[0] == "broken"
     verdict, detail = judged("0.3.0", "0.3.1")
     assert verdict == "incomparable" and "the sides compiled with different flydsl wheels" in detail
+
+
+def test_a_case_over_the_devices_memory_is_known_before_it_runs(monkeypatch) -> None:
+    """XLA's ragged MoE at 4,096 tokens of DeepSeek-V3 asks for 112 GiB: on an H200 it is skipped once, with its
+    reason, and costs no round; the same provider's small case and another provider's are measured."""
+    from flybench.cli import gate
+    from flybench.providers import get_provider
+
+    h200 = 139 * 2**30
+    big, small = get_workload("moe").case("dsv3-tp8-t4096"), get_workload("moe").case("dsv3-tp8-t1")
+    assert get_provider("xla").memory_reason(big, "bf16", h200).startswith("needs about 112 GiB of device memory")
+    assert get_provider("xla").memory_reason(small, "bf16", h200) is None
+    assert get_provider("triton").memory_reason(big, "bf16", h200) is None
+    monkeypatch.setattr(gate.hardware, "memory_bytes", lambda device: h200)
+    found = gate._over_memory([["moe", "dsv3-tp8-t4096", "xla", "bf16"], ["moe", "dsv3-tp8-t1", "xla", "bf16"],
+                               ["moe", "dsv3-tp8-t4096", "triton", "bf16"]], None)
+    assert list(found) == [("moe", "dsv3-tp8-t4096", "xla", "bf16")]

@@ -181,6 +181,12 @@ def main(args: argparse.Namespace) -> int:
         timing = bool(selections)
         if subjects:
             cfg = replace(cfg, subject_providers=subjects)
+    too_big = _over_memory(_round_cases(selections, runnable, args.shape_set), device) if timing else {}
+    if too_big:
+        notes.append(f"not measured, known before they run ({len(too_big)}): "
+                     + "; ".join(f"{w}/{p} {c} {d}: {why}" for (w, c, p, d), why in sorted(too_big.items())))
+        if not [c for c in _round_cases(selections, runnable, args.shape_set) if tuple(c) not in too_big]:
+            timing, untimed = False, "every case selected is over this device's memory by its estimate"
     untimed = f"timing: not measured ({untimed})"
     if args.dry_run:
         notes.append("timing would measure: " + "; ".join(_described(s) for s in selections) if timing else untimed)
@@ -189,12 +195,12 @@ def main(args: argparse.Namespace) -> int:
     if timing:
         _check_fresh(sides, machine, args.resume)
         db = workdir / "gate.duckdb"
-
         compiled = _compiled_code_caches(cache)
 
         def measure(name: str, round_selections: list[Selection]) -> None:
-            _run_side(sides[name], machine, args.shape_set, _round_cases(round_selections, runnable, args.shape_set),
-                      workdir, compiled)
+            cases = [c for c in _round_cases(round_selections, runnable, args.shape_set) if tuple(c) not in too_big]
+            if cases:
+                _run_side(sides[name], machine, args.shape_set, cases, workdir, compiled)
 
         def ambiguous() -> list[Case]:
             return _ambiguous(_judge(sides, db, machine, cfg), args.max_rounds)
@@ -594,6 +600,23 @@ def _round_cases(selections: list[Selection], runnable, shape_set: str) -> list[
         found += [[s.workload, name, c.provider, c.dtype] for c in runnable if c.workload == s.workload
                   and (not s.providers or c.provider in s.providers) and (not s.dtypes or c.dtype in s.dtypes)
                   for name in names]
+    return found
+
+
+def _over_memory(cases: list[list[str]], device) -> dict[tuple[str, ...], str]:
+    """The cases whose memory estimate exceeds this device's (`Provider.memory_reason`), and why: skipped once,
+    said once, never a round spent on them."""
+    from flybench.providers import get_provider
+    from flybench.workloads import get_workload
+
+    size = hardware.memory_bytes(device)
+    if size is None:
+        return {}
+    found = {}
+    for workload, name, provider, dtype in cases:
+        why = get_provider(provider).memory_reason(get_workload(workload).case(name), dtype, size)
+        if why:
+            found[workload, name, provider, dtype] = why
     return found
 
 

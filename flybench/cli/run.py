@@ -155,6 +155,9 @@ def main(args: argparse.Namespace) -> int:
            "ASV_PYTHONPATH": os.pathsep.join(p for p in (str(source), os.environ.get("PYTHONPATH", "")) if p)}
     if args.one_process:
         env[envvars.ONE_PROCESS] = "1"
+        # JAX takes 75% of the device at its first use unless told otherwise: in one process with torch's cases
+        # that would leave them a quarter; on demand, each framework holds what its cases used
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     asv_args = ["--python=same", "--set-commit-hash", commit, "--machine", machine, "--record-samples",
                 "--show-stderr"]
     if dealt:

@@ -40,6 +40,12 @@ class Provider(ABC):
         descriptor set-up) happens here, outside the timed call.
         """
 
+    def memory_reason(self, case: Case, dtype: str, device_bytes: int) -> str | None:
+        """Why this case cannot run on a device of `device_bytes` (its memory estimate exceeds what the provider
+        gets of it), else None; known before it runs, so that a gate never spends a round on it. None where no
+        estimate is known."""
+        return None
+
     def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
         """What ran for this case, for its record (`CaseRecord.implementation`); called after `build`.
 

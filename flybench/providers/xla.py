@@ -80,6 +80,26 @@ class Xla(Provider):
                 return f"this JAX has no GPU backend, so it cannot read {device.arch} tensors: {JAX_INSTALL}"
         return None
 
+    def memory_reason(self, case: Case, dtype: str, device_bytes: int) -> str | None:
+        """The ragged MoE on a GPU: XLA lowers `ragged_dot` to every row against every expert, a [rows, experts,
+        N] product for each of the two projections, of which the larger is allocated at once (dsv3-tp8-t4096:
+        32,768 rows x 256 experts x 7,168 = 112 GiB in bf16, which XLA asked for and did not get on an H200).
+        JAX takes XLA_PYTHON_CLIENT_MEM_FRACTION of the device (0.75 unless set)."""
+        if case.workload != "moe" or self.moe_path != "ragged":
+            return None
+        s = case.shape
+        rows = s["tokens"] * s["top_k"]
+        need = rows * s["experts"] * max(2 * s["inter"], s["hidden"]) * (1 if dtype.startswith("fp8") else 2)
+        try:
+            share = float(os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.75"))
+        except ValueError:
+            share = 0.75
+        if need <= share * device_bytes:
+            return None
+        return (f"needs about {need / 2**30:.0f} GiB of device memory by its estimate (XLA's ragged_dot: {rows} "
+                f"rows x {s['experts']} experts), over the {share * device_bytes / 2**30:.0f} GiB JAX gets of this "
+                "device")
+
     def build(self, case: Case, dtype: str, inputs: Tensors, device: Device) -> Runner:
         import jax
 
