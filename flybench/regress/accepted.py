@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.write_target import check_file
 
 OLD_PATH = Path("results") / "accepted.json"
@@ -70,8 +71,10 @@ def for_store(db: Path, given: Path | None = None) -> tuple[list[Acceptance], st
     if given is not None:
         return load(given), ""
     own = beside(db)
-    found = load(own) if own.is_file() else []
-    if not OLD_PATH.is_file() or OLD_PATH.resolve() == own.resolve():
+    # Whatever is at either path is read, so a folder or a FIFO there is said (`load`): they were passed over in
+    # silence, their alerts shown as open although someone had accepted them. A link to no file yet is no file.
+    found = load(own) if os.path.exists(own) else []
+    if not os.path.exists(OLD_PATH) or OLD_PATH.resolve() == own.resolve():
         return found, ""
     old = load(OLD_PATH)
     return found + [a for a in old if a not in found], (
@@ -81,11 +84,18 @@ def for_store(db: Path, given: Path | None = None) -> tuple[list[Acceptance], st
 
 
 def load(path: Path) -> list[Acceptance]:
-    """The acceptances in `path`; a missing, unreadable or malformed file is an error."""
-    if path.is_dir():
-        raise FlybenchError(f"accepted-levels file {path} is a directory: pass the file, e.g. {path / 'accepted.json'}")
-    if not path.is_file():
+    """The acceptances in `path`; a missing, unreadable or malformed file, or anything but a regular file (a FIFO
+    would block the read, /dev/zero never ends), is an error."""
+    what = describe(path)
+    if what == "a directory":
+        raise FlybenchError(f"accepted-levels file {path} is a directory: pass the file, e.g. "
+                            f"{path / 'accepted.json'}, or move the folder aside")
+    if what == "nothing":
         raise FlybenchError(f"accepted-levels file {path} not found; `flybench accept` creates it")
+    if what != "a regular file":
+        raise FlybenchError(f"accepted-levels file {path} is {what}, not a file `flybench accept` writes, so it was "
+                            "not read and no acceptance applied: move it aside (`flybench accept` then writes the file "
+                            "anew) or restore the file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
