@@ -149,16 +149,21 @@ def test_each_series_of_the_month_maps_to_the_kernels_its_op_and_shape_run() -> 
     assert names("moe_gemm2_reduce", "t64-d6144x1024-e128k8", "fp8", "gfx942") == {
         "moe_gemm_2stage:stage2_reduce_prefill": False, "moe_gemm_2stage:stage2_reduce_decode": True}
     assert names("hgemm", "2048x2048x2048_tile128x128x64_sk1", "fp16", "gfx950") == {"hgemm:fp16_2048": True}
-    for uncovered in (("moe_w4a16_s1", "t128-d7168x256-e384k8", "int4_bf16", "gfx942"),
-                      ("gemm", "9728x8192x8320_tile64x256x128", "int4", "gfx950"),
+    assert names("moe_w4a16_s1", "t128-d7168x256-e384k8", "int4_bf16", "gfx942") == {"moe_w4a16:stage1_t128": True}
+    assert names("moe_fp4_s2_reduce", "t16-d7168x256-e257k9", "fp4", "gfx950") == {
+        "mixed_moe:fp4_stage2_reduce": False}
+    # the month's fp4 MoE was mixed_moe_gemm_2stage's; mxfp_moe's (from #892 on) builds the same op
+    assert names("moe_fp4_s1", "t2048-d7168x256-e257k9", "fp4", "gfx950") == {
+        "mixed_moe:fp4_stage1": True, "mxfp_moe:fp4_stage1": True}
+    for uncovered in (("gemm", "9728x8192x8320_tile64x256x128", "int4", "gfx950"),
                       ("hgemm", "32x384x7168_tile16x64x128_sk14", "bf16", "gfx942"),
-                      ("moe_fp4_s2_reduce", "t16-d7168x256-e257k9", "fp4", "gfx950")):
+                      ("moe_fp4_s2_atomic", "t16-d7168x256-e257k9", "-", "gfx950")):
         assert found[uncovered] == []
     every = {k.kernel for ks in found.values() for k in ks}
     assert every == {c.name for c in CHECKOUT_CASES if c.ci_op}  # every kernel a CI op runs is some series' kernel
-    # 104 of the 217 (op, shape, dtype, target) series run a registered kernel, 39 at the registered shape itself
-    assert sum(bool(ks) for ks in found.values()) == 104 and len(series) == 217
-    assert sum(any(k.exact for k in ks) for ks in found.values()) == 39
+    # 152 of the 217 (op, shape, dtype, target) series run a registered kernel, 49 at the registered shape itself
+    assert sum(bool(ks) for ks in found.values()) == 152 and len(series) == 217
+    assert sum(any(k.exact for k in ks) for ks in found.values()) == 49
 
 
 @needs_month
@@ -171,12 +176,13 @@ def test_the_importer_stores_which_kernels_each_series_runs(tmp_path: Path) -> N
     from flybench.importers.flydsl_ci.store import import_file
 
     report = import_file(path, tmp_path / "store.duckdb")
-    assert report.ok and report.covered == (2, 4)
-    assert "machine code: 2 of 4 series (per target) run a registered kernel" in report.summary()
+    assert report.ok and report.covered == (4, 4)
+    assert "machine code: 4 of 4 series (per target) run a registered kernel" in report.summary()
     mapped = queries.series_kernels(tmp_path / "store.duckdb", "flydsl")
     assert set(map(tuple, mapped[["benchmark", "kernel", "arch"]].values)) == {
         ("gemm.FlydslCI.track_tflops", f"preshuffle_gemm:fp8_{tile}", arch)
-        for tile in ("decode", "m256", "prefill") for arch in ("gfx942", "gfx950")}
+        for tile in ("decode", "m256", "prefill") for arch in ("gfx942", "gfx950")} | {
+        ("moe_stage.FlydslCI.track_tflops", "moe_w4a16:stage1_t128", arch) for arch in ("gfx942", "gfx950")}
     assert json.loads(mapped["params"].iloc[0])["case"] == "16x40960x5120"
 
 

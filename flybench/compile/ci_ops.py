@@ -27,8 +27,10 @@ _ATTENTION = re.compile(r"B(\d+)S(\d+)H(\d+)Hkv(\d+)D(\d+)_(causal|nocausal)")
 _MOE = re.compile(r"t(\d+)-d(\d+)x(\d+)-e(\d+)k(\d+)")
 _GEMM = re.compile(r"(\d+)x(\d+)x(\d+)(?:_tile(\d+)x(\d+)(?:x(\d+))?)?.*")
 _NORM = re.compile(r"(\d+)x(\d+)")
-_MOE_DTYPES = {"moe_gemm1": "fp8", "moe_gemm2_atomic": "fp8", "moe_gemm2_reduce": "fp8", "moe_fp4_s1": "fp4",
-               "moe_a8w4_s1": "a8w4"}
+_MOE_DTYPES = {"moe_gemm1": "fp8", "moe_gemm2_atomic": "fp8", "moe_gemm2_reduce": "fp8",
+               **{f"moe_{family}_{stage}": dtype for family, dtype in (("fp4", "fp4"), ("a8w4", "a8w4"),
+                                                                       ("w4a16", "int4_bf16"))
+                  for stage in ("s1", "s2_atomic", "s2_reduce")}}
 """The one dtype each MoE op's registered kernels are built for (CI's dtype names)."""
 
 

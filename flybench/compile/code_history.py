@@ -351,6 +351,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wheels", help="FlyDSL's published versions, comma-separated, instead of asking pip")
     parser.add_argument("--summary", action="store_true",
                         help=f"print what {FILE} in --out holds (commits, compiles against reuses, statuses) and stop")
+    parser.add_argument("--redo", action="append", metavar="GLOB",
+                        help="compile the kernels matching this glob again at every commit, though the file holds "
+                             "their records (after a change to their configuration; the new records replace the old "
+                             "when read); repeatable")
     parser.add_argument("--skip-missing", action="store_true",
                         help="leave out, and name, main commits the clone lacks instead of stopping")
     return parser
@@ -473,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     stored, errors = machine_code.read(out)
     for error in errors:
         print(f"warning: {error} (the line stays in the file; its record is compiled again)", file=sys.stderr)
-    done = {(r["hash"], r["kernel"], r["arch"]) for r in stored}
+    redo = args.redo or []
+    done = {(r["hash"], r["kernel"], r["arch"]) for r in stored
+            if not any(fnmatch.fnmatchcase(r["kernel"], pattern) for pattern in redo)}
     known = {r["key"]: r for r in stored}
     arches = args.arch or list(AMD_ARCHES)
     work, tally, began = work_root(), Tally(), time.monotonic()

@@ -146,31 +146,76 @@ def _moe_routing(tokens: int, topk: int, experts: int, tile_m: int) -> tuple[Any
 
 def moe_gemm_2stage(config: dict[str, Any]) -> None:
     """kernels/moe/moe_gemm_2stage: stage 1 (gate-up + SiLU) or stage 2 (down projection, atomically accumulated
-    per token, or with accumulate=False one row per (token, expert slot) for a later reduce)."""
+    per token, or with accumulate=False one row per (token, expert slot) for a later reduce), with fp8 operands
+    and per-token scales, or W4A16 (`in_dtype` int4_bf16: bf16 activations, packed int4 weights, one fp32 scale
+    per `group_size` of K), as FlyDSL's test_moe_gemm.py passes them."""
     import flydsl.compiler as flyc
     import flydsl.expr as fx
     from kernels.moe import moe_gemm_2stage as moe
 
     tokens, model, inter, experts, topk = (config[k] for k in ("tokens", "model_dim", "inter_dim", "experts", "topk"))
     tile_m, tile_n, tile_k = config["tile_m"], config["tile_n"], config["tile_k"]
+    in_dtype, group = config.get("in_dtype", "fp8"), config.get("group_size", 0)
     common = dict(model_dim=model, inter_dim=inter, experts=experts, topk=topk, tile_m=tile_m, tile_n=tile_n,
-                  tile_k=tile_k, out_dtype=config["out_dtype"], in_dtype="fp8")
+                  tile_k=tile_k, out_dtype=config["out_dtype"], in_dtype=in_dtype,
+                  **({"group_size": group} if group else {}))
     sorted_ids, expert_ids, weights, valid, blocks = _moe_routing(tokens, topk, experts, tile_m)
-    fp8, out_dtype = _fp8(), _torch_dtype(config["out_dtype"])
-    if config["stage"] == 1:
-        exe = call(moe.compile_moe_gemm1, doweight_stage1=False, **common)
-        out, x = _meta((tokens, topk, inter), out_dtype), _meta(tokens * model, fp8)
-        w, scale_w, n, k = _meta(experts * 2 * inter * model, fp8), _meta(experts * 2 * inter, "float32"), inter, model
-        scale_x = _meta(tokens, "float32")
+    w4a16 = in_dtype == "int4_bf16"
+    activation, out_dtype = ("bfloat16" if w4a16 else _fp8()), _torch_dtype(config["out_dtype"])
+    stage1 = config["stage"] == 1
+    n, k = (inter, model) if stage1 else (model, inter)
+    rows = experts * (2 * inter if stage1 else model)  # weight rows: gate and up, or the down projection
+    if w4a16:  # two int4 values a byte; scales [E, K // group, N]; no activation scale
+        w, scale_w, scale_x = (_meta(rows * k // 2, "int8"), _meta(rows * (k // group), "float32"),
+                               _meta(0, "float32"))
+    else:
+        w, scale_w = _meta(rows * k, activation), _meta(rows, "float32")
+        scale_x = _meta(tokens if stage1 else tokens * topk, "float32")
+    if stage1:
+        exe = call(moe.compile_moe_gemm1, doweight_stage1=False, use_cshuffle_epilog=False, **common)
+        out, x = _meta((tokens, topk, inter), out_dtype), _meta(tokens * model, activation)
     else:
         accumulate = config.get("accumulate", True)
         exe = call(moe.compile_moe_gemm2, doweight_stage2=True, accumulate=accumulate, **common)
         out = _meta((tokens if accumulate else tokens * topk, model), out_dtype)
-        x = _meta(tokens * topk * inter, fp8)
-        w, scale_w, n, k = _meta(experts * model * inter, fp8), _meta(experts * model, "float32"), model, inter
-        scale_x = _meta(tokens * topk, "float32")
+        x = _meta(tokens * topk * inter, activation)
     flyc.compile(exe, out, x, w, scale_x, scale_w, sorted_ids, expert_ids, weights, valid, tokens, n, k, blocks,
                  fx.Stream(None))
+
+
+def mixed_moe_gemm_2stage(config: dict[str, Any]) -> None:
+    """kernels/moe/mixed_moe_gemm_2stage.py: MX-FP4 weights with MX-FP4 (`a_dtype` fp4, two values a byte) or
+    MX-FP8 activations, e8m0 scales per 32 of K as bytes, f16 out; stage 1 (gate-up + SiLU) or stage 2 (atomic,
+    or with accumulate=False one row per (token, expert slot) for a later reduce), as test_moe_gemm.py builds it."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.moe import mixed_moe_gemm_2stage as mixed
+
+    tokens, model, inter, experts, topk = (config[k] for k in ("tokens", "model_dim", "inter_dim", "experts", "topk"))
+    tile_m, stage1, fp4 = config["tile_m"], config["stage"] == 1, config["a_dtype"] == "fp4"
+    common = dict(model_dim=model, inter_dim=inter, experts=experts, topk=topk, tile_m=tile_m,
+                  tile_n=config["tile_n"], tile_k=config["tile_k"], a_dtype=config["a_dtype"], b_dtype="fp4",
+                  out_dtype="f16")
+    sorted_ids, expert_ids, weights, valid, blocks = _moe_routing(tokens, topk, experts, tile_m)
+    k = model if stage1 else inter
+    rows, a_rows = experts * (2 * inter if stage1 else model), tokens if stage1 else tokens * topk
+
+    def activations(count: int) -> Any:
+        return _meta(count // 2, "uint8") if fp4 else _meta(count, "float8_e4m3fn")
+
+    x, scale_x = activations(a_rows * k), _meta(a_rows * k // 32, "uint8")
+    w, scale_w, bias = _meta(rows * k // 2, "uint8"), _meta(rows * k // 32, "uint8"), _meta(0, "float32")
+    if stage1:
+        exe = call(mixed.compile_mixed_moe_gemm1, doweight_stage1=False, act="silu", **common)
+        out = _meta((tokens, topk, inter), "float16")
+        flyc.compile(exe, out, x, w, scale_x, scale_w, sorted_ids, expert_ids, weights, valid, bias,
+                     _meta(0, "uint8"), tokens, inter * 2, model, blocks, fx.Stream(None))
+        return
+    accumulate = config["accumulate"]
+    exe = call(mixed.compile_mixed_moe_gemm2, doweight_stage2=True, accumulate=accumulate, **common)
+    out = _meta((tokens, model), "float16") if accumulate else _meta(tokens * topk * model, "float16")
+    flyc.compile(exe, out, x, w, scale_x, scale_w, sorted_ids, expert_ids, weights, valid, bias, tokens, model,
+                 inter, blocks, fx.Stream(None))
 
 
 def preshuffle_gemm(config: dict[str, Any]) -> None:

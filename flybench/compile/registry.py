@@ -66,13 +66,31 @@ def _attention(name: str, entry: str, ci_op: str = "flash_attn", **config: Any) 
 
 
 def _moe(name: str, stage: int, tokens: int, model: int, inter: int, experts: int, topk: int,
-         tile: tuple[int, int, int], reduce: bool = False) -> KernelCase:
+         tile: tuple[int, int, int], reduce: bool = False, in_dtype: str = "fp8", group_size: int = 0) -> KernelCase:
+    """A kernel of moe_gemm_2stage as FlyDSL's CI builds it: test_moe_gemm.py's --out_dtype defaults to f16 at
+    every commit of the imported month and today, and run_benchmark.sh passes none (the June builders reject a
+    bf16 stage-1 output, so a bf16 entry had no machine code before #807)."""
     config = dict(stage=stage, tokens=tokens, model_dim=model, inter_dim=inter, experts=experts, topk=topk,
-                  tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], out_dtype="bf16")
+                  tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], out_dtype="f16")
     if reduce:  # only the reduce entries carry the key, so the atomic ones keep their compile cache keys
         config["accumulate"] = False
-    ci_op = "moe_gemm1" if stage == 1 else "moe_gemm2_reduce" if reduce else "moe_gemm2_atomic"
+    if in_dtype != "fp8":  # W4A16: bf16 activations, packed int4 weights with a scale per group of K
+        config.update(in_dtype=in_dtype, group_size=group_size)
+    family = "moe_gemm" if in_dtype == "fp8" else "moe_w4a16_s"
+    ci_op = f"{family}1" if stage == 1 else f"{family}2_reduce" if reduce else f"{family}2_atomic"
     return _checkout(name, "moe_gemm_2stage", "kernels/moe/moe_gemm_2stage", config, ci_op)
+
+
+def _mixed_moe(name: str, stage: int, a_dtype: str, tokens: int, model: int, inter: int, experts: int, topk: int,
+               tile: tuple[int, int, int], reduce: bool = False) -> KernelCase:
+    """kernels/moe/mixed_moe_gemm_2stage.py: the MX-FP4-weight MoE that FlyDSL's CI timed as moe_fp4 (fp4
+    activations) and moe_a8w4 (fp8 activations) until #892 moved it into mxfp_moe."""
+    config = dict(stage=stage, a_dtype=a_dtype, tokens=tokens, model_dim=model, inter_dim=inter, experts=experts,
+                  topk=topk, tile_m=tile[0], tile_n=tile[1], tile_k=tile[2], accumulate=not reduce)
+    family = "moe_a8w4" if a_dtype == "fp8" else "moe_fp4"
+    ci_op = f"{family}_s1" if stage == 1 else f"{family}_s2_reduce" if reduce else f"{family}_s2_atomic"
+    return _checkout(name, "mixed_moe_gemm_2stage", "kernels/moe/mixed_moe_gemm_2stage.py", config, ci_op,
+                     gfx950_only=f"it needs gfx950's scaled MFMA (FlyDSL's CI skips it elsewhere; {_LLVM_ABORTS})")
 
 
 def _mxfp_moe(name: str, a_dtype: str, tokens: int, model: int, inter: int, experts: int, topk: int,
@@ -149,6 +167,21 @@ CHECKOUT_CASES = (
     _moe("moe_gemm_2stage:stage1_decode", 1, 64, 6144, 1024, 128, 8, (16, 64, 256)),
     _moe("moe_gemm_2stage:stage2_decode", 2, 64, 6144, 1024, 128, 8, (16, 64, 256)),
     _moe("moe_gemm_2stage:stage2_reduce_decode", 2, 64, 6144, 1024, 128, 8, (16, 64, 256), reduce=True),
+    # run_benchmark.sh MOE_W4A16_SHAPES "128,7168,256,384,8,16,128,128,128,256" (test_moe_gemm.py --in_dtype
+    # int4_bf16 --group_size 32; stage 2 at tile_n2 x tile_k2).
+    _moe("moe_w4a16:stage1_t128", 1, 128, 7168, 256, 384, 8, (16, 128, 128), in_dtype="int4_bf16", group_size=32),
+    _moe("moe_w4a16:stage2_t128", 2, 128, 7168, 256, 384, 8, (16, 128, 256), in_dtype="int4_bf16", group_size=32),
+    _moe("moe_w4a16:stage2_reduce_t128", 2, 128, 7168, 256, 384, 8, (16, 128, 256), reduce=True,
+         in_dtype="int4_bf16", group_size=32),
+    # the month's MOE_FP4_SHAPES row "2048,7168,256,257,9,64,256,256,256,256" and MOE_A8W4_SHAPES row
+    # "512,3072,3072,128,4,32,128,256,256,256" through test_moe_gemm.py's mixed path (f16 out, stage 2 atomic, then
+    # reduce), as CI built them before #892.
+    _mixed_moe("mixed_moe:fp4_stage1", 1, "fp4", 2048, 7168, 256, 257, 9, (64, 256, 256)),
+    _mixed_moe("mixed_moe:fp4_stage2", 2, "fp4", 2048, 7168, 256, 257, 9, (64, 256, 256)),
+    _mixed_moe("mixed_moe:fp4_stage2_reduce", 2, "fp4", 2048, 7168, 256, 257, 9, (64, 256, 256), reduce=True),
+    _mixed_moe("mixed_moe:a8w4_stage1", 1, "fp8", 512, 3072, 3072, 128, 4, (32, 128, 256)),
+    _mixed_moe("mixed_moe:a8w4_stage2", 2, "fp8", 512, 3072, 3072, 128, 4, (32, 256, 256)),
+    _mixed_moe("mixed_moe:a8w4_stage2_reduce", 2, "fp8", 512, 3072, 3072, 128, 4, (32, 256, 256), reduce=True),
     # run_benchmark.sh MOE_FP4_SHAPES "2048,7168,256,257,9,64,..." and MOE_A8W4_SHAPES "512,3072,3072,128,4,32,..."
     # (tests/kernels/test_moe_gemm.py _run_mxfp_moe_e2e: stage 1 of the fused mxfp_moe pipeline; at 11c4174d the
     # script skips both as a known-broken pipeline, so CI's rows for them hold no timing).
