@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import random
 from pathlib import Path
 
@@ -275,8 +276,8 @@ def test_a_compiler_only_range_with_identical_machine_code_is_the_environment_s_
     assert found.alerts == []
     [step] = found.steps
     assert step.kind == "environment"
-    assert step.evidence == "environment (machine code): the machine code of k is identical at c07 and c08 over 1 " \
-                            "commit(s) (#108)"
+    assert step.evidence == ("environment (machine code): the machine code of k (gfx950) is identical at c07 and c08 "
+                             "over 1 commit(s) (#108)")
 
 
 def test_a_kernel_refactor_that_emits_the_same_machine_code_is_cleared_but_a_harness_change_is_not() -> None:
@@ -397,8 +398,8 @@ def test_identical_machine_code_says_nothing_of_a_c_plus_plus_change_the_wheel_o
     compiled into either, so their identical machine code clears nothing, and the files decide."""
     [alert] = replay({(BENCH, "a"): STEP}, machine_attribution(14, {}, cxx=("c08",))).alerts
     assert alert.regression.evidence == (
-        "code (files only: the range changed the compiler's C++, which the machine code of k at both ends, built on "
-        "flydsl 0.2.4, does not hold): #108 changed the compiler (lib/Dialect/Fly/IR/FlyOps.cpp)")
+        "code (files only: the range changed the compiler's C++, which the machine code of k (gfx950) at both ends, "
+        "built on flydsl 0.2.4, does not hold): #108 changed the compiler (lib/Dialect/Fly/IR/FlyOps.cpp)")
 
 
 
@@ -421,3 +422,47 @@ def test_a_damaged_checkpoint_replays_from_the_first_commit(tmp_path: Path) -> N
     again = stored._replayed(db, scope, RegressConfig(), stored.fingerprint(RegressConfig()))
     assert again.moved is None and len(again.replay.scan().steps) == len(stored.scan_scope(db, scope,
                                                                                              RegressConfig()).steps)
+
+
+def arch_attribution(runs: int, changed_on: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Series a runs kernel k on both targets (it is measured on a gfx942 and a gfx950 runner); k's machine code
+    changes at c08 on `changed_on` only."""
+    hashes = [f"c{i:02d}" for i in range(runs)]
+    code = [{"hash": h, "kernel": "k", "arch": arch, "code_hash": "h1" if arch == changed_on and h >= "c08" else "h0",
+             "status": "ok", "library": "flydsl 0.2.4", "detail": ""} for h in hashes for arch in ("gfx942", "gfx950")]
+    changes = pd.DataFrame({"hash": hashes, "position": range(runs), "merged_pr": [100 + i for i in range(runs)],
+                            "title": ["t"] * runs, "files": [["python/flydsl/expr/typing.py"] if h == "c08" else []
+                                                             for h in hashes]})
+    kernels = pd.DataFrame([{"benchmark": BENCH, "params": json.dumps({"case": "a"}), "kernel": "k", "arch": arch}
+                            for arch in ("gfx942", "gfx950")])
+    return changes, pd.DataFrame(code), kernels
+
+
+def test_a_runner_s_series_is_judged_on_its_own_architecture_s_machine_code_and_names_it() -> None:
+    """k's code changed for gfx942 only: on the gfx950 runner the step is the environment's, citing gfx950 code;
+    on the gfx942 runner it is a code step citing gfx942 code."""
+    changes, code, kernels = arch_attribution(14, "gfx942")
+    empty = (pd.DataFrame(columns=["benchmark", "params", "hash", "files"]),
+             pd.DataFrame(columns=["benchmark", "params", "pr", "delta_pct"]))
+    on_gfx950 = replay({(BENCH, "a"): STEP}, scan.Attribution(changes, *empty, code, kernels, arch="gfx950"))
+    assert on_gfx950.alerts == []
+    assert on_gfx950.steps[0].evidence.startswith("environment (machine code): the machine code of k (gfx950) is "
+                                                  "identical at c07 and c08")
+    [alert] = replay({(BENCH, "a"): STEP}, scan.Attribution(changes, *empty, code, kernels, arch="gfx942")).alerts
+    assert alert.regression.evidence == ("code (machine code): the machine code of k (gfx942) changed between c07 "
+                                         "and c08 (#108)")
+
+
+def test_ordinary_scatter_before_a_step_is_not_a_drift_that_eats_it() -> None:
+    """The shape of FlyDSL's MI355X gemm 9728x8192x8320 fp8 series at #768: four runs that scatter (2028, 2015,
+    1992, 2007 TFLOP/s), then -5.5% over a range whose machine code changed. Read as a trend, the scatter took 2.6%
+    off the step; it is within one standard error of no slope. A steady slide is still a trend."""
+    values = [2028.06, 2014.78, 1992.06, 2007.15, 1955.39, 1892.85, 1900.23, 1924.29, 1885.32, 1885.6]
+    siblings = {(BENCH, f"s{k}"): noisy(2000, 10, 30 + k, spread=0.01) for k in range(3)}
+    [alert] = replay({(BENCH, "a"): values, **siblings}, machine_attribution(10, {"c04": "h1"})).alerts
+    assert alert.regression.step.first_bad == "c04"
+    assert alert.regression.evidence.startswith("code (machine code): the machine code of k (gfx950) changed")
+    before = [-math.log(v) for v in values[:4]]
+    assert scan._drift(before, 4, 4, 0.01) == 0.0
+    slide = [0.01 * i for i in range(8)]  # 1% worse every run, scattering 0.1%
+    assert scan._drift(slide, 4, 4, 0.001) == pytest.approx(0.01 * 4)

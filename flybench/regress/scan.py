@@ -94,6 +94,8 @@ YOUNG = 10
 """Runs of a series up to which its own scatter is not trusted alone (`Replay._typical`)."""
 KEPT = LEVEL + AFTER + MODE_RUNS + SCATTER_RUNS
 """Runs of a series a stored replay keeps (besides those of its open alerts): more than any judgement reads."""
+TREND_Z = 2.0
+"""Standard errors of its slope by which the runs before a boundary must slope for their trend to be one (`_drift`)."""
 MAD_TO_SIGMA = 1.4826
 CONFIDENCE = 0.8
 """How sure the scatter a step must beat is not an underestimate (`_few_runs`)."""
@@ -125,10 +127,17 @@ class Attribution:
     """The subject's code attribution as the store holds it: main's commits and the files each changed
     (`queries.code_changes`), the commits that changed what each series runs (`code_touches`), each pull
     request's same-job A/B (`paired_changes`), and the machine code of the series' kernels at measured commits
-    (`machine_code`, `series_kernels`)."""
+    (`machine_code`, `series_kernels`).
+
+    A series is judged on the machine code of its own runner's target only (`arch`, the machine's architecture):
+    a benchmark and its parameters name the same series on every runner, and the MI355X's step is not the gfx942
+    code's. Without `arch` (a machine whose architecture the store does not know) every target's code is read,
+    and each evidence names the target of the code it cites."""
 
     def __init__(self, changes: pd.DataFrame, touches: pd.DataFrame, paired: pd.DataFrame,
-                 machine_code: pd.DataFrame | None = None, series_kernels: pd.DataFrame | None = None) -> None:
+                 machine_code: pd.DataFrame | None = None, series_kernels: pd.DataFrame | None = None,
+                 arch: str | None = None) -> None:
+        self.arch = arch
         self._order = list(changes["hash"])
         self._position = {h: i for i, h in enumerate(self._order)}
         self._pr = {h: (None if pd.isna(pr) else int(pr)) for h, pr in zip(changes["hash"], changes["merged_pr"])}
@@ -144,22 +153,23 @@ class Attribution:
         self._cxx = {h for h, fs in zip(changes["hash"], files) if any(_cxx(f) for f in fs)}
         self._code: dict[tuple[str, str], dict[str, tuple[str, str | None, str, str]]] = defaultdict(dict)
         if machine_code is not None:
-            for commit, kernel, arch, code, status, detail, library in zip(
+            for commit, kernel, target, code, status, detail, library in zip(
                     machine_code["hash"], machine_code["kernel"], machine_code["arch"], machine_code["code_hash"],
                     machine_code["status"], machine_code["detail"], machine_code["library"]):
-                self._code[kernel, arch][commit] = (status, None if pd.isna(code) else code, detail, library)
+                self._code[kernel, target][commit] = (status, None if pd.isna(code) else code, detail, library)
         self._kernels: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         if series_kernels is not None:
-            for benchmark, params, kernel, arch in zip(series_kernels["benchmark"], series_kernels["params"],
-                                                       series_kernels["kernel"], series_kernels["arch"]):
-                self._kernels[benchmark, alerts.canonical(params)].append((kernel, arch))
+            for benchmark, params, kernel, target in zip(series_kernels["benchmark"], series_kernels["params"],
+                                                         series_kernels["kernel"], series_kernels["arch"]):
+                if self.arch is None or target == self.arch:
+                    self._kernels[benchmark, alerts.canonical(params)].append((kernel, target))
         self._kinds: dict[tuple[str, str, str, str], str] = {}
 
     @classmethod
     def stored(cls, db_path: str | Path, subject: str, machine: str) -> Attribution:
         return cls(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
                    queries.paired_changes(db_path, subject, machine), queries.machine_code(db_path, subject),
-                   queries.series_kernels(db_path, subject))
+                   queries.series_kernels(db_path, subject), queries.machine_arch(db_path, machine))
 
     def digest(self, judged: list[str]) -> str:
         """What the attribution says of ranges among the commits `judged` (main's commits up to the newest of them
@@ -210,7 +220,7 @@ class Attribution:
                 text = (f"code (machine code): the machine code of {_some(machine, 3)} changed between "
                         f"{last_good[:8]} and {through[:8]}" + (f" ({culprits})" if culprits else ""))
                 return "code", MACHINE_CODE, "; ".join([text, *paired])
-            kernels = _some(sorted({k for k, _ in self._kernels[benchmark, params]}), 3)
+            kernels = _some(sorted({f"{k} ({a})" for k, a in self._kernels[benchmark, params]}), 3)
             if harness:
                 hit = [c for c in own if any(f in harness for f in touches[c])]
                 text = (f"code (machine code identical, files): {self._names(hit)} changed what the benchmark runs "
@@ -247,13 +257,13 @@ class Attribution:
             if missing:
                 end = ends[0] if ends[0] is None or ends[0][0] != "ok" else ends[1]
                 why = "not compiled" if end is None else f"{end[0]}: {end[2]}" if end[2] else end[0]
-                return f"machine code of {kernel} at {missing[0][:8]} {why}"
+                return f"machine code of {kernel} ({arch}) at {missing[0][:8]} {why}"
             if ends[0][1] != ends[1][1]:
                 changed.append(f"{kernel} ({arch})")
             elif _wheel(ends[0][3]) == _wheel(ends[1][3]) and any(c in self._cxx for c in self.commits(last_good,
                                                                                                       through)):
-                return (f"the range changed the compiler's C++, which the machine code of {kernel} at both ends, "
-                        f"built on {_wheel(ends[0][3])}, does not hold")
+                return (f"the range changed the compiler's C++, which the machine code of {kernel} ({arch}) at both "
+                        f"ends, built on {_wheel(ends[0][3])}, does not hold")
         return changed
 
     def _worse_in_pair(self, benchmark: str, params: str, between: list[str], thresholds: Thresholds) -> list[str]:
@@ -533,14 +543,25 @@ def _few_runs(df: int) -> float:
 _FEW_RUNS: dict[int, float] = {}
 
 
-def _drift(before: list[float], window: int, after: int) -> float:
+def _drift(before: list[float], window: int, after: int, noise: float) -> float:
     """How far the series' own trend before the boundary carries it from the old level's middle to the new level's:
-    the median run-to-run move over the runs before (toward worse only) times the runs between the two medians. A
-    series that slides a little every run reaches a new level without a step."""
-    jumps = [b - a for a, b in zip(before, before[1:])]
-    if len(jumps) < 2:
+    the trend's slope over the runs before (toward worse only) times the runs between the two medians. A series
+    that slides a little every run reaches a new level without a step.
+
+    A trend is one only where the runs before show it beyond their scatter: the least-squares slope must exceed
+    TREND_Z standard errors of a slope fitted to that many runs of the series' run-to-run scatter `noise`. Four runs
+    that scatter (FlyDSL's MI355X gemm 9728 fp8 before #768: 2028, 2015, 1992, 2007 TFLOP/s) have a median move
+    toward worse of 0.65% a run, which read as a trend took 2.6% off a 5.5% step; their slope is within one
+    standard error of none."""
+    n = len(before)
+    if n < 3:
         return 0.0
-    return max(0.0, statistics.median(jumps)) * ((window + 1) / 2 + (after - 1) / 2)
+    middle = (n - 1) / 2
+    spread = sum((x - middle) ** 2 for x in range(n))
+    slope = sum((x - middle) * y for x, y in zip(range(n), before)) / spread
+    if slope <= 0 or slope < TREND_Z * noise / math.sqrt(spread):
+        return 0.0
+    return slope * ((window + 1) / 2 + (after - 1) / 2)
 
 
 def _visited(before: list[float], old: float, new: float) -> bool:
@@ -559,7 +580,10 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
 
     A boundary's old level is the median of up to LEVEL runs before it, and the run just before must be at the
     old level. A step spread over two runs (the run between the levels is a job that caught half of it) is judged
-    as one: its old level is taken before that run, and its range covers both. A series of YOUNG runs or fewer is
+    as one: its old level is taken before that run, and its range covers both. The run between must lie half to
+    three quarters of the way: a run nearer the old level belongs to it (as the one-run boundary after it
+    requires), and a two-run boundary taken there out-rises that one-run boundary by the run's scatter alone
+    (FlyDSL's MI355X gemm_async 5120 fp8, a quarter of the way at #762, put its #768 step one commit early). A series of YOUNG runs or fewer is
     held to at least the typical scatter of its workload's series on the machine (`typical`)."""
     t = s.thresholds
     floor = -math.log(1 - t.step_floor) if t.bigger_is_better else math.log(1 + t.step_floor)
@@ -590,11 +614,11 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
         window = s.nets[max(0, k - LEVEL):k]
         if new - old < needed:
             continue
-        rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i)
+        rise = new - old - _drift(s.nets[max(0, k - 2 * LEVEL):k], len(window), n - i, noise)
         if rise < needed or min(s.nets[i:]) - old < needed / 2 or window[-1] - old > new - window[-1]:
             continue  # too small, a run at the new level too near the old, or the step came before the window
-        if k != i and not (rise / 4 <= s.nets[k] - old <= rise * 3 / 4):
-            continue  # the run between is at one of the levels: the one-run boundary judges it
+        if k != i and not (rise / 2 <= s.nets[k] - old <= rise * 3 / 4):
+            continue  # the run between is nearer the old level, or at the new: a one-run boundary judges it
         before = statistics.median(s.values[max(0, k - LEVEL):k])
         after_value = statistics.median(s.values[i:])
         if abs(after_value - before) < t.absolute or (best is not None and rise <= best[0] + 1e-12):

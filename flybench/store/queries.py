@@ -554,6 +554,13 @@ def series_kernels(db_path: str | Path, subject: str) -> pd.DataFrame:
                            "WHERE subject = ?", [subject])
 
 
+def machine_arch(db_path: str | Path, machine: str) -> str | None:
+    """The machine's architecture (gfx942, gfx950, ...), None where the store does not know it: the target whose
+    machine code the machine's series are judged on."""
+    frame = _query(db_path, "SELECT arch FROM machines WHERE name = ? AND arch IS NOT NULL", [machine])
+    return str(frame["arch"].iloc[0]) if len(frame) else None
+
+
 def paired_changes(db_path: str | Path, subject: str, machine: str) -> pd.DataFrame:
     """Each pull request's own same-job comparison with main, per series on the machine: the change in percent
     that its newest CI run measured against main in that job (an imported record's `vs_main`), signed as the
