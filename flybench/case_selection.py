@@ -160,12 +160,18 @@ class Chosen:
         return lines
 
     def _timed_lines(self) -> list[str]:
+        """'timed: ...' for each chosen case this machine measures; 'chosen, cannot run here: ...' for the others,
+        which are never called timed."""
+        def label(key: Key) -> str:
+            return "timed" if _combination(key) not in self.cannot_run else "chosen, cannot run here"
+
         if len(self.timed) <= PER_CASE:
-            return [f"timed: {_named(key)}: {'; '.join(reasons)}" for key, reasons in sorted(self.timed.items())]
-        grouped: dict[str, list[Key]] = {}
+            return [f"{label(key)}: {_named(key)}: {'; '.join(reasons)}" for key, reasons in sorted(self.timed.items())]
+        grouped: dict[tuple[str, str], list[Key]] = {}
         for key, reasons in sorted(self.timed.items()):
-            grouped.setdefault("; ".join(reasons), []).append(key)
-        return [f"timed ({_count(len(keys), 'case')}): {reason}: {_grouped(keys)}" for reason, keys in grouped.items()]
+            grouped.setdefault((label(key), "; ".join(reasons)), []).append(key)
+        return [f"{how} ({_count(len(keys), 'case')}): {reason}: {_grouped(keys)}"
+                for (how, reason), keys in grouped.items()]
 
     def _untimed_lines(self) -> list[str]:
         grouped: dict[str, list[Key]] = {}

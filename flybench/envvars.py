@@ -27,6 +27,9 @@ CEILINGS = "FLYBENCH_CEILINGS"
 """A JSON file of measured ceilings, the roofline's denominators (measure.roofline)."""
 FAKE_GPUS = "FLYBENCH_FAKE_GPUS"
 """For tests: `flybench run --gpus` sees this many stand-in GPUs and deals CPU cases to them (flybench.hardware)."""
+GATE_CACHE = "FLYBENCH_GATE_CACHE"
+"""Where `flybench gate` keeps compiles, FlyDSL's exported trees and wheels between gates when --cache is not given
+(default: $XDG_CACHE_HOME/flybench/gate, else ~/.cache/flybench/gate)."""
 COMPILE_CACHE = "FLYBENCH_COMPILE_CACHE"
 """Where compile-only metrics are cached between asv processes (compile.cache)."""
 

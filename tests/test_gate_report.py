@@ -91,3 +91,31 @@ def test_noise_never_keeps_the_json_report_from_being_written() -> None:
     case = data["cases"][0]
     assert case["interval"] == [None, None] and case["p_value"] is None and case["noise"] is None
     assert data["cases"][1]["interval"] == list(QUIET.interval)
+
+
+def _compiled(arch: str, **metrics) -> dict:
+    return {"kernel": "triton_moe:gate_up_bf16_t16", "arch": arch, "status": "ok", "metrics": metrics}
+
+
+def test_a_head_kernel_that_cannot_run_is_broken_fails_the_check_and_heads_the_comment() -> None:
+    """gfx942 bf16 MoE bucket 0 at BLOCK_N 128 asks for 69,632 bytes of LDS (gfx942 has 64 KiB) and gets 0 waves:
+    broken, exit 1, the comment's first line, not the 17th of 22 'worse' resource lines under a pass."""
+    from flybench.cli.gate import METRIC_UNITS
+    from flybench.regress.compare import compile_changes
+
+    lds = _compiled("gfx942", lds_static=69632, occupancy=0, vgprs=128)
+    fits = _compiled("gfx942", lds_static=34816, occupancy=2, vgprs=128)
+    spills = _compiled("sm_90", registers=255, spill_bytes=96, smem_dynamic=1024)
+    clean = _compiled("sm_90", registers=200, spill_bytes=0, smem_dynamic=1024)
+    changes, broken = compile_changes([fits, clean], [lds, spills], METRIC_UNITS, CFG)
+    assert [(c.params["arch"], c.verdict) for c in broken] == [("gfx942", "broken"), ("sm_90", "broken")]
+    assert broken[0].detail == ("0 waves at head (2 at base): its LDS, 69,632 bytes, exceeds gfx942's 65,536 per "
+                                "CU, so it cannot run")
+    assert broken[1].detail == "it starts spilling: spill_bytes 0 at base, 96 at head"
+    assert changes  # the resources that moved are still listed
+    comparison = Comparison("gate-h200", "a" * 40, "b" * 40, 0.001, broken, resources=changes)
+    assert exit_code(comparison) == 1
+    first = markdown(comparison).splitlines()[0]
+    assert ":red_circle:" in first and "broken" in first
+    same, none = compile_changes([fits], [fits], METRIC_UNITS, CFG)
+    assert same == [] and none == []

@@ -81,7 +81,7 @@ def test_a_comment_in_the_triton_moe_selects_its_cases_not_the_xla_baselines(sub
     assert _line(lines, "timing selection: ").endswith(": the change alters no compiled kernel and no host code "
                                                        "that launches or measures a case")
     lines = _dry_run(subject, "host", tmp_path / "h", capsys, "-w", "moe", "-p", "triton")
-    assert _line(lines, "timed: moe/triton tiny-h64-i32-e16k4-t1 bf16").endswith(
+    assert _line(lines, "chosen, cannot run here: moe/triton tiny-h64-i32-e16k4-t1 bf16").endswith(
         "host code changed: flybench/kernels/triton/moe.py")
     cannot = _line(lines, "selected but cannot run on this machine: ")
     assert "moe/triton bf16" in cannot and "needs an NVIDIA or AMD GPU" in cannot

@@ -88,8 +88,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
                         help="where the worktrees, results and database go (default: a folder per commit pair "
                              "under the system's temporary directory)")
     parser.add_argument("--cache", type=Path, default=None,
-                        help="where compiles, FlyDSL's exported trees and wheels are kept for later gates "
-                             "(default: the work folder)")
+                        help="where compiles (the launches', the compile half's, Triton's and JAX's), FlyDSL's "
+                             f"exported trees and wheels are kept for later gates (default: ${envvars.GATE_CACHE}, "
+                             "else $XDG_CACHE_HOME/flybench/gate, else ~/.cache/flybench/gate); a folder that "
+                             "cannot be written is said, and the gate goes on without it")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rounds an earlier gate of the same pair left in --workdir and add to them")
     parser.add_argument("--set", dest="shape_set", default="quick", help="shape set (default: quick)")
@@ -152,10 +154,14 @@ def main(args: argparse.Namespace) -> int:
     machine = args.machine or f"gate-{hardware.machine_name(device)}"
     workdir = (args.workdir or Path(tempfile.gettempdir()) / "flybench-gate" / f"{repo.name}-{base[:8]}-{head[:8]}")
     print(f"gate: {repo} base {base[:8]} head {head[:8]}; work in {workdir}", flush=True)
-    cache = args.cache or workdir
+    cache, said = _cache_folder(args.cache, workdir)
+    if said:
+        print(f"gate: {said}", file=sys.stderr, flush=True)
     sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir, cache)
              for name, commit in (("base", base), ("head", head))}
     notes: list[str] = [f"{name} {side.commit[:8]}: {side.note}" for name, side in sides.items()]
+    if said:
+        notes.append(said)
     changed = subject_code.changed_files(repo, base, head)
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
@@ -327,12 +333,18 @@ def _launch_comparison(sides: dict[str, Side], device, arches: list[str] | None,
         if not targets:
             return {key: [f"its launches cannot be compiled for {device.arch} here (compile-only targets: "
                           f"{', '.join(registry.ARCHES)})"] for key in keys}
+        why = case_launches.cannot_compile()
+        if why:
+            print(f"gate: the launches of {len(keys)} cases could not be compiled: {why}; they are selected by "
+                  "their files", file=sys.stderr, flush=True)
+            return {key: [f"selected by its files: its launches could not be compiled ({why})"] for key in keys}
         began = time.monotonic()
         found = {}
         for name, side in sides.items():
-            found[name] = case_launches.run_side(side.build.root, list(keys), targets, folder, os.cpu_count() or 1)
-        print(f"gate: the launches of {len(keys)} cases compiled at both sides for {', '.join(targets)} in "
-              f"{time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+            found[name] = case_launches.run_side(side.build.root, list(keys), targets, folder, os.cpu_count() or 1,
+                                                 prefix=f"gate: {name} launches: ")
+        print(f"gate: the launches of {len(keys)} cases listed and compiled (or found in the cache) at both sides "
+              f"for {', '.join(targets)} in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
         return {key: [f"{reason}{f' on {arch}' if len(targets) > 1 else ''}" for arch in targets
                       for reason in case_launches.compare(found["base"]["|".join((*key, arch))],
                                                           found["head"]["|".join((*key, arch))], folder, code_lines)]
@@ -428,9 +440,20 @@ def _compile_half(comparison: Comparison, sides: dict[str, Side], changed: list[
                   if case.verdict == "broken" else case for case in broken]
     comparison.resources += changes
     comparison.cases += broken
-    notes.append(f"compile: {len(records['head'])} kernel x target compiles a side, {len(changes)} resource "
-                 f"changes, {time.monotonic() - began:.0f} s")
+    notes.append(_compiles_line(records, len(changes), time.monotonic() - began))
     return notes
+
+
+def _compiles_line(records: dict[str, list[dict]], changes: int, seconds: float) -> str:
+    """'compile: 3 kernel x target compiles a side, 0 resource changes, 14 s', counting only the compiles that
+    ran; those that could not run here (a missing package) are said as such, never as compiles."""
+    ran = {name: [r for r in found if r.get("status") != "unavailable"] for name, found in records.items()}
+    line = f"compile: {len(ran['head'])} kernel x target compiles a side, {changes} resource changes, {seconds:.0f} s"
+    missing = [r for r in records["head"] if r.get("status") == "unavailable"]
+    if missing:
+        reasons = sorted({str(r.get("reason") or "")[:160] for r in missing})
+        line += (f"; {len(missing)} could not compile here, so nothing was compared for them: {'; '.join(reasons)}")
+    return line
 
 
 def _compile_selection(sides: dict[str, Side], changed: list[str], flydsl: bool, kernels: list[str],
@@ -587,6 +610,30 @@ def _ambiguous(comparison, cap: int) -> list[Case]:
             found.append((name.workload, str(case.params["case"]), str(case.params["provider"]),
                           str(case.params["dtype"])))
     return found
+
+
+def default_cache() -> Path:
+    """The compile cache a gate keeps between runs when --cache is not given: every gate of a repository on this
+    machine shares it, so a second pull request compiles only what it changed."""
+    if os.environ.get(envvars.GATE_CACHE):
+        return Path(os.environ[envvars.GATE_CACHE])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "flybench" / "gate"
+
+
+def _cache_folder(given: Path | None, workdir: Path) -> tuple[Path, str]:
+    """The cache folder, and what to say about it: one that cannot be created or written (a read-only folder, a
+    file in the way) is said, and the gate goes on without it, keeping this run's compiles in the work folder."""
+    cache = given or default_cache()
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        probe = cache / f".write-probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+        return cache, ""
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        return workdir, (f"the cache {cache} cannot be written ({why}): the gate goes on without it, keeping this "
+                         f"run's compiles in the work folder {workdir}")
 
 
 def _round_cases(selections: list[Selection], runnable, shape_set: str) -> list[list[str]]:

@@ -22,9 +22,9 @@ Run that way, the file imports only what every flybench with the Triton
 kernels has (`flybench.workloads`, `flybench.kernels.triton.cases`,
 `specs`, `configs`, `moe`, `flybench.model.lane`).
 
-Compiles are cached by content, in a folder both sides share: the kernel
-package's source as Python reads it (comments and docstrings left out), the
-compile's signature, constants, attributes and options, the target and
+Compiles are cached by content, in a folder both sides share: the source,
+as Python reads it (comments and docstrings left out), of every project
+module the kernel's module reaches by its imports, the compile's signature, constants, attributes and options, the target and
 Triton's version. A comment changes none of them, so its head compiles
 nothing: the base's compile stands for both.
 """
@@ -97,17 +97,61 @@ def normalized_source(text: str, *, without_kernels: bool = False) -> str:
                     and isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
             if without_kernels and isinstance(node, ast.FunctionDef) and any(
-                    "jit" in ast.dump(d) for d in node.decorator_list):
+                    is_kernel_decorator(d) for d in node.decorator_list):
                 node.body = [ast.Pass()]
     return ast.dump(tree)
 
 
-def _package_digest(folder: str) -> str:
-    """The normalised source of every module of a kernel package: what a compile's cache key holds of its code."""
+KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics", "jit", "autotune",
+                               "heuristics"})
+"""What makes a function a Triton kernel: `@triton.jit`, `@triton.autotune(...)`, `@triton.heuristics(...)` (or
+the names imported from triton). `@torch.jit.ignore` and any other decorator naming "jit" mark host code."""
+
+
+def is_kernel_decorator(node: ast.expr) -> bool:
+    """Whether a decorator is one of `KERNEL_DECORATORS` (called or not)."""
+    node = node.func if isinstance(node, ast.Call) else node
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return False
+    return ".".join([node.id, *reversed(parts)]) in KERNEL_DECORATORS
+
+
+def reached_digest(module_file: str) -> str:
+    """The normalised source of every project module a kernel's module reaches: itself, the modules it imports
+    (`flybench.imports`), theirs in turn, and the packages above each. What a compile's cache key holds of its
+    code: a `@triton.jit` helper in another module or a subpackage changes the key, a comment does not."""
+    from flybench.imports import imported_files, package_inits
+
+    path = Path(module_file).resolve()
+    root = next((p for p in path.parents if (p / "flybench" / "__init__.py").is_file()), path.parent)
+    seen: set[Path] = set()
+    todo = [path]
+    while todo:
+        found = todo.pop()
+        if found in seen or not found.is_file():
+            continue
+        seen.add(found)
+        todo += imported_files(root, found, "flybench") + package_inits(root, found)
     digest = hashlib.sha256()
-    for path in sorted(Path(folder).glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + normalized_source(path.read_text()).encode() + b"\0")
+    for found in sorted(seen):
+        name = found.relative_to(root).as_posix() if found.is_relative_to(root) else found.name
+        digest.update(name.encode() + b"\0" + normalized_source(found.read_text()).encode() + b"\0")
     return digest.hexdigest()
+
+
+def cannot_compile() -> str | None:
+    """Why this interpreter cannot compile the launches (Triton is not installed: the README's main install has
+    none), else None. The gate then selects those cases by their files, and never reports compiles that did not
+    happen."""
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        return "Triton is not installed here (`pip install -e '.[compile]'` brings the pinned triton)"
+    return None
 
 
 def _plain(value: Any) -> Any:
@@ -125,11 +169,11 @@ def describe(launch: Any, arch: str, mark_integers: bool, digests: dict[str, str
 
     backend = specs.TARGETS[arch][0]
     signature, constexprs, attrs = specs.specialize(launch, backend, mark_integers)
-    folder = os.path.dirname(launch.kernel.fn.__code__.co_filename)
-    if folder not in digests:
-        digests[folder] = _package_digest(folder)
+    module = launch.kernel.fn.__code__.co_filename
+    if module not in digests:
+        digests[module] = reached_digest(module)
     spec = specs.KernelSpec(launch.name, launch.kernel, signature, constexprs, attrs, dict(launch.options))
-    key = hashlib.sha256("\0".join((triton.__version__, arch, digests[folder], spec.key())).encode()).hexdigest()
+    key = hashlib.sha256("\0".join((triton.__version__, arch, digests[module], spec.key())).encode()).hexdigest()
     return {"kernel": launch.name, "grid": list(launch.grid), "options": dict(launch.options),
             "constants": {k: _plain(v) for k, v in launch.constexprs.items()},
             "arguments": {k: _plain(v) for k, v in launch.args.items()}, "key": key[:32], "spec": spec}
@@ -177,36 +221,94 @@ def side_launches(keys: list[Key], arches: list[str], cache: Path, workers: int)
                                         f"{' '.join(str(exc).split())[-300:]}"}
                 continue
             for launch in found[name]:
-                if not (cache / f"{launch['key']}.json").exists():
+                if cached(cache, launch["key"]) is None:
                     todo.setdefault(launch["key"], (launch["spec"], arch))
     _PENDING[:] = list(todo.values())
     if _PENDING:
         total = sum(len(v) for v in found.values() if isinstance(v, list))
         print(f"compiling {len(_PENDING)} of {total} launches on {', '.join(arches)} (the rest are cached)",
               file=sys.stderr, flush=True)
+        progress = _Progress(len(_PENDING))
         if workers > 1 and len(_PENDING) > 1:
             with multiprocessing.get_context("fork").Pool(min(workers, len(_PENDING))) as pool:
-                results = pool.map(_compile_pending, range(len(_PENDING)), chunksize=1)
+                results = [progress.done(result) for result in pool.imap(_compile_pending, range(len(_PENDING)))]
         else:
-            results = [_compile_pending(i) for i in range(len(_PENDING))]
+            results = [progress.done(_compile_pending(i)) for i in range(len(_PENDING))]
         for key, result in zip(todo, results):
             listing = result.pop("listing", None)
+            result["key"] = key
             if listing is not None:
-                (cache / f"{key}.code").write_text(listing)
-            temporary = cache / f"{key}.json.{os.getpid()}"
-            temporary.write_text(json.dumps(result))
-            temporary.replace(cache / f"{key}.json")
+                result["code_sha256"] = hashlib.sha256(listing.encode()).hexdigest()
+                _replace(cache / f"{key}.code", listing)
+            _replace(cache / f"{key}.json", json.dumps(result))
     for launches_ in found.values():
         for launch in launches_ if isinstance(launches_, list) else []:
             launch.pop("spec")
-            launch["compiled"] = json.loads((cache / f"{launch['key']}.json").read_text())
+            launch["compiled"] = cached(cache, launch["key"]) or {
+                "status": "failed", "reason": f"its compile could not be read back from the cache {cache}"}
     return found
 
 
-def run_side(root: Path, keys: list[Key], arches: list[str], cache: Path, workers: int, log: Any = None
-             ) -> dict[str, Any]:
+class _Progress:
+    """A line per compile as it ends: how many are done, how many are left, and when the rest should be done (at
+    the pace so far): a cold cache on two cores takes many minutes, which must not pass in silence."""
+
+    def __init__(self, total: int) -> None:
+        import time
+
+        self.total, self.count, self.began, self.clock = total, 0, time.monotonic(), time.monotonic
+
+    def done(self, result: dict[str, Any]) -> dict[str, Any]:
+        self.count += 1
+        left = self.total - self.count
+        spent = self.clock() - self.began
+        more = f", about {_duration(spent / self.count * left)} more" if left else ""
+        print(f"compiled {self.count} of {self.total} launches, {left} left ({_duration(spent)} so far{more})",
+              file=sys.stderr, flush=True)
+        return result
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def cached(cache: Path, key: str) -> dict[str, Any] | None:
+    """The cached compile of `key`, or None where the cache cannot vouch for it, so that it is compiled again: no
+    entry, an entry that is not a regular file (a FIFO would block the gate for ever), one that does not parse
+    or names another key, or a compile whose listing is missing, not a regular file, or not the one it wrote (a
+    pruned, partly restored or foreign cache). A missing listing is never read as the same code."""
+    entry, listing = cache / f"{key}.json", cache / f"{key}.code"
+    if not entry.is_file():
+        return None
+    try:
+        result = json.loads(entry.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(result, dict) or result.get("key") != key or result.get("status") not in ("ok", "failed"):
+        return None
+    if result["status"] == "ok":
+        try:
+            text = listing.read_bytes() if listing.is_file() else None
+        except OSError:
+            text = None
+        if text is None or hashlib.sha256(text).hexdigest() != result.get("code_sha256"):
+            return None
+    return result
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write `path` whole through a file beside it; whatever stood there (a FIFO, a folder's link) is replaced,
+    never opened."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}")
+    temporary.write_text(text)
+    temporary.replace(path)
+
+
+def run_side(root: Path, keys: list[Key], arches: list[str], cache: Path, workers: int, log: Any = None,
+             prefix: str = "") -> dict[str, Any]:
     """`side_launches` run in a checkout at `root` with its own flybench first on the path: that side's plans,
-    tables and kernels. Returns what it found; an error when it could not run at all."""
+    tables and kernels; its progress lines go to `log` (default stderr) after `prefix` as they come. Returns what
+    it found; an error when it could not run at all."""
     import subprocess
     import tempfile
 
@@ -220,12 +322,16 @@ def run_side(root: Path, keys: list[Key], arches: list[str], cache: Path, worker
                f"runpy.run_path({__file__!r}, run_name='__main__')"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), *filter(None, [os.environ.get("PYTHONPATH")])]),
                "TRITON_DEFAULT_FP_FUSION": os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")}
-        done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.PIPE,
-                              stderr=log if log is not None else subprocess.PIPE, text=True)
-        if done.returncode != 0 or not answer.exists():
-            tail = ((done.stderr or "").strip().splitlines() or ["see its output above"])[-1]
-            raise FlybenchError(f"the launches of {root.name}'s cases could not be listed (exit {done.returncode}): "
-                                f"{tail}")
+        with subprocess.Popen([sys.executable, "-c", code], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, errors="replace") as process:
+            lines = []
+            for line in process.stderr:  # its progress, passed on as it comes
+                lines.append(line.rstrip("\n"))
+                print(f"{prefix}{lines[-1]}", file=log or sys.stderr, flush=True)
+        if process.returncode != 0 or not answer.is_file():
+            tail = ([line for line in lines if line.strip()] or ["see its output above"])[-1]
+            raise FlybenchError(f"the launches of {root.name}'s cases could not be listed (exit "
+                                f"{process.returncode}): {tail}")
         return json.loads(answer.read_text())
 
 
@@ -247,10 +353,16 @@ def compare(base: Any, head: Any, cache: Path, code_lines: Any) -> list[str]:
             reasons += failed
             continue
         settings = _changes({**before["constants"], **before["options"]}, {**after["constants"], **after["options"]})
-        if before["key"] != after["key"] and _code(cache, before["key"], code_lines) != _code(cache, after["key"],
-                                                                                               code_lines):
-            reasons.append(f"machine code of {kernel} changed ({settings or 'same constants and options: its source'})")
-            continue
+        if before["key"] != after["key"]:
+            codes = [_code(cache, launch["key"], code_lines) for launch in (before, after)]
+            if None in codes:
+                reasons.append(f"machine code of {kernel} could not be read back from the compile cache {cache}: "
+                               "not known to be the same")
+                continue
+            if codes[0] != codes[1]:
+                reasons.append(f"machine code of {kernel} changed "
+                               f"({settings or 'same constants and options: its source'})")
+                continue
         launch = _changes({"grid": before["grid"], **{k: before["compiled"][k] for k in RESOURCES}},
                           {"grid": after["grid"], **{k: after["compiled"][k] for k in RESOURCES}})
         if launch:
@@ -267,8 +379,11 @@ RESOURCES = ("num_warps", "num_stages", "shared")
 
 
 def _code(cache: Path, key: str, code_lines: Any) -> list[str] | None:
-    path = cache / f"{key}.code"
-    return code_lines(path.read_text()) if path.exists() else None
+    """The listing of `key` as code lines; None where the cache no longer vouches for it (`cached`)."""
+    found = cached(cache, key)
+    if found is None or found["status"] != "ok":
+        return None
+    return code_lines((cache / f"{key}.code").read_text())
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> str:

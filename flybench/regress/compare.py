@@ -322,6 +322,10 @@ def compile_changes(base: list[dict[str, Any]], head: list[dict[str, Any]], unit
             continue
         if statuses != ("ok", "ok"):
             continue
+        why = cannot_run(b.get("metrics") or {}, h.get("metrics") or {}, arch)
+        if why:
+            cases.append(CaseResult("compile", {"kernel": kernel, "arch": arch}, "", None, None, None, "broken",
+                                    detail=why))
         for metric in sorted(b.get("metrics", {}).keys() & h.get("metrics", {}).keys()):
             before, after = b["metrics"][metric], h["metrics"][metric]
             unit = units.get(metric)
@@ -330,6 +334,39 @@ def compile_changes(base: list[dict[str, Any]], head: list[dict[str, Any]], unit
             changes.append(_resource(kernel, arch, metric, unit, float(before), float(after),
                                      cfg.thresholds(kernel, f"{arch}, {metric}", unit)))
     return changes, cases
+
+
+SPILL_METRICS = ("vgpr_spills", "sgpr_spills", "spill_bytes")
+"""Registers spilled to memory (AMD: VGPRs, SGPRs; NVIDIA: spill bytes per thread), which a kernel that spilled
+nothing must not start doing unseen."""
+NVIDIA_SHARED_LIMIT = {"sm_90": 227 * 1024}
+"""Shared memory a block may use (the opt-in maximum): more, and the launch fails."""
+
+
+def cannot_run(base: dict[str, Any], head: dict[str, Any], arch: str) -> str | None:
+    """Why a head kernel that compiled is broken where base's was not, else None: it gets 0 waves (its LDS or
+    registers exceed the CU's, `compile.occupancy`), its shared memory exceeds the SM's, or it starts spilling.
+    Such a kernel cannot run, or runs from memory where it ran from registers: it fails the check."""
+    from flybench.compile.occupancy import ARCHES
+
+    def number(metrics: dict[str, Any], name: str) -> float:
+        value = metrics.get(name)
+        return float(value) if type(value) in (int, float) else 0.0
+
+    if "occupancy" in head and number(head, "occupancy") == 0 and number(base, "occupancy") > 0:
+        lds = number(head, "lds_static") + number(head, "lds_dynamic")
+        limit = ARCHES[arch].lds_per_cu if arch in ARCHES else None
+        over = (f"its LDS, {lds:,.0f} bytes, exceeds {arch}'s {limit:,} per CU" if limit is not None and lds > limit
+                else "its registers exceed the SIMD's")
+        return f"0 waves at head ({number(base, 'occupancy'):g} at base): {over}, so it cannot run"
+    shared = number(head, "smem_static") + number(head, "smem_dynamic")
+    limit = NVIDIA_SHARED_LIMIT.get(arch)
+    if limit is not None and shared > limit >= number(base, "smem_static") + number(base, "smem_dynamic"):
+        return f"its shared memory, {shared:,.0f} bytes a block, exceeds {arch}'s {limit:,}, so it cannot launch"
+    for name in SPILL_METRICS:
+        if number(base, name) == 0 and number(head, name) > 0:
+            return f"it starts spilling: {name} 0 at base, {number(head, name):g} at head"
+    return None
 
 
 def _metric_changes(metrics: pd.DataFrame, base: str, head: str, cfg: RegressConfig) -> list[ResourceChange]:
