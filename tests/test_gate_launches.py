@@ -276,3 +276,90 @@ def test_drift_controls_join_only_the_workloads_with_a_timed_subject() -> None:
     selections, subjects = _measured(chosen, runnable, RegressConfig(control_providers=frozenset({"xla"})))
     assert subjects == frozenset({"triton"})
     assert selections == [Selection("moe", ("triton", "xla"), ("bf16",), ("t1024",))]
+
+
+def test_a_damaged_compile_cache_is_compiled_again_never_read_as_the_same_code(tmp_path: Path) -> None:
+    """A pruned cache (entries without their listings), one whose listings are all one file, a listing from another
+    key and a FIFO named like a listing: none of them vouches for a compile, so it is compiled again, and two
+    launches whose listings are gone are never 'compiled identically' (exit 0 with nothing timed)."""
+    cache = tmp_path / "case-compiles"
+    cache.mkdir()
+    _cache_entry(cache, "a", ".visible .entry k()\n{\n\tret;\n}\n")
+    _cache_entry(cache, "b", ".visible .entry k()\n{\n\tbar.sync 0;\n\tret;\n}\n")
+    assert case_launches.cached(cache, "a")["status"] == "ok"
+    before, after = [_launch("moe_gate_up", "a", {"BLOCK_N": 128})], [_launch("moe_gate_up", "b", {"BLOCK_N": 64})]
+    (cache / "a.code").unlink()
+    (cache / "b.code").unlink()  # pruned
+    assert case_launches.cached(cache, "a") is None
+    assert case_launches.compare(before, after, cache, code_lines) == [
+        f"machine code of moe_gate_up could not be read back from the compile cache {cache}: not known to be the same"]
+    (cache / "a.code").write_text("same file\n")
+    (cache / "b.code").write_text("same file\n")  # every listing one file: not the listings their entries wrote
+    assert case_launches.cached(cache, "a") is None and case_launches.cached(cache, "b") is None
+    assert case_launches.compare(before, after, cache, code_lines) != []
+    (cache / "b.json").write_text((cache / "a.json").read_text())  # another key's entry
+    assert case_launches.cached(cache, "b") is None
+    (cache / "a.code").unlink()
+    os.mkfifo(cache / "a.code")  # read, it would block the gate for ever
+    assert case_launches.cached(cache, "a") is None
+    case_launches._replace(cache / "a.code", "rewritten\n")  # a FIFO in the way is replaced, never opened
+    assert (cache / "a.code").is_file() and (cache / "a.code").read_text() == "rewritten\n"
+    os.mkfifo(cache / "c.json")
+    assert case_launches.cached(cache, "c") is None
+
+
+def test_only_tritons_own_decorators_make_kernel_code() -> None:
+    """A host helper under `@torch.jit.ignore` that makes 50 extra passes per call is host code (timed by its file);
+    a body under `@triton.autotune` and `@triton.jit` is kernel code (judged by compiling)."""
+    host = "import torch\n\n@torch.jit.ignore\ndef passes(x):\n    return x\n"
+    slower = host.replace("return x", "for _ in range(50):\n        x = x + 0\n    return x")
+    assert not affected.kernel_code_only("flybench/kernels/triton/helpers.py", host, slower)
+    kernel = ("import triton\n\n@triton.autotune(configs=[], key=[])\n@triton.jit\ndef k(x):\n    y = x\n\n"
+              "@triton.heuristics({})\ndef h(x):\n    y = x\n")
+    changed = kernel.replace("    y = x\n", "    y = x + 1\n")
+    assert affected.kernel_code_only("flybench/kernels/triton/helpers.py", kernel, changed)
+
+
+def test_the_compile_key_covers_every_project_module_the_kernel_reaches(tmp_path: Path) -> None:
+    """A `@triton.jit` helper in a subpackage of the kernel package, imported by the kernel's module, changes the
+    key of its compiles (head was once served base's compile: 716 lines of PTX where its own had 2,312); a
+    comment there changes nothing."""
+    package = tmp_path / "flybench" / "kernels" / "triton"
+    (package / "sub").mkdir(parents=True)
+    for init in (tmp_path / "flybench", tmp_path / "flybench" / "kernels", package, package / "sub"):
+        (init / "__init__.py").write_text("")
+    (package / "k.py").write_text("from flybench.kernels.triton.sub.helpers import helper\n")
+    helpers = package / "sub" / "helpers.py"
+    helpers.write_text("import triton\n\n@triton.jit\ndef helper(x):\n    return x\n")
+    first = case_launches.reached_digest(str(package / "k.py"))
+    helpers.write_text("import triton\n\n@triton.jit\ndef helper(x):\n    # the same\n    return x\n")
+    assert case_launches.reached_digest(str(package / "k.py")) == first
+    helpers.write_text("import triton\n\n@triton.jit\ndef helper(x):\n    return x * 2\n")
+    assert case_launches.reached_digest(str(package / "k.py")) != first
+
+
+def test_without_triton_the_launches_are_said_not_compiled_and_the_cases_selected_by_files(
+        subject: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """The README's main install has no Triton: the gate said 'the launches of 28 cases compiled at both sides'
+    and timed them on ModuleNotFoundErrors. Now it says they could not be compiled, and selects by files."""
+    monkeypatch.setattr(case_launches, "cannot_compile", lambda: "Triton is not installed here")
+    assert main(["gate", "base", "retune", "--repo", str(subject), "--dry-run", "--no-compile", "--arch", "sm_90",
+                 "--workdir", str(tmp_path / "w"), "-w", "moe", "-p", "triton", "-d", "bf16",
+                 "-c", "mixtral8x7b-t16"]) == 0
+    captured = capsys.readouterr()
+    assert "could not be compiled: Triton is not installed here; they are selected by their files" in captured.err
+    assert "compiled at both sides" not in captured.err and "ModuleNotFoundError" not in captured.out
+    assert _line(captured.out.splitlines(), "chosen, cannot run here: moe/triton mixtral8x7b-t16 bf16: ").endswith(
+        "selected by its files: its launches could not be compiled (Triton is not installed here)")
+
+
+def test_a_cache_that_cannot_be_written_is_said_and_done_without(tmp_path: Path) -> None:
+    from flybench.cli.gate import _cache_folder
+
+    (tmp_path / "file").write_text("")
+    folder, said = _cache_folder(tmp_path / "file" / "cache", tmp_path / "work")
+    assert folder == tmp_path / "work"
+    assert said.startswith(f"the cache {tmp_path / 'file' / 'cache'} cannot be written (")
+    assert said.endswith(f"the gate goes on without it, keeping this run's compiles in the work folder "
+                         f"{tmp_path / 'work'}")
+    assert _cache_folder(tmp_path / "fine", tmp_path / "work") == (tmp_path / "fine", "")
