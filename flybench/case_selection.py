@@ -246,6 +246,40 @@ def narrow(chosen: Chosen, kernel_code_only: Callable[[str], bool], launches: Ca
                    untimed=untimed, cannot_run=_reasons(selected, chosen.cannot_run))
 
 
+def narrow_by_code(chosen: Chosen, kernels_of: Callable[[Key], list[str]],
+                   compare: Callable[[list[str]], dict[str, list[str]]], unjudged: list[str]) -> Chosen:
+    """FlyDSL's cases: of the cases the changed files reach (a change to the compiler reaches all), the ones one of
+    whose registered kernels (`kernels_of`: those built from files the case loads) differs at base and head.
+
+    `compare(kernels)` gives, per kernel, what differs (its machine code, its launch configuration, a side it does
+    not build at) in words; none: identical. A case is timed when a reason holds for one of its kernels, when no
+    registered kernel builds it (nothing to compare), or when the change has files the compile cannot carry
+    (`unjudged`: the compiler's C++, which no published wheel holds); else it is left out as compiled identically.
+    """
+    if not chosen.selected:
+        return chosen
+    why = {key: chosen.why.get(key) or chosen.shared for key in chosen.selected}
+    timed: dict[Key, list[str]] = {}
+    untimed: dict[Key, str] = {}
+    if unjudged:
+        timed = {key: [f"the change is to files its compiled kernels cannot be built with here ({some(unjudged)}): "
+                       "timed, not judged by machine code"] for key in chosen.selected}
+    else:
+        kernels = {key: kernels_of(key) for key in chosen.selected}
+        differ = compare(sorted({k for names in kernels.values() for k in names}))
+        for key in chosen.selected:
+            reasons = [f"{kernel}: {reason}" for kernel in kernels[key] for reason in differ.get(kernel, [])]
+            if not kernels[key]:
+                timed[key] = ["no registered kernel is built from the files it loads: no machine code to compare"]
+            elif reasons:
+                timed[key] = reasons
+            else:
+                untimed[key] = COMPILED_IDENTICALLY
+    selected = [key for key in chosen.selected if key in timed]
+    return replace(chosen, selected=selected, left_out=sorted(chosen.left_out + list(untimed)), why=why, shared=[],
+                   timed=timed, untimed=untimed, cannot_run=_reasons(selected, chosen.cannot_run))
+
+
 def selections(keys: list[Key], controls: dict[str, list[str]]) -> list[Selection]:
     """The measuring processes for `keys`, one per workload and set of cases: each provider's cases and dtypes
     as one Selection, providers that share them together, and each workload's drift `controls` measured over the

@@ -32,6 +32,9 @@ GATE_CACHE = "FLYBENCH_GATE_CACHE"
 (default: $XDG_CACHE_HOME/flybench/gate, else ~/.cache/flybench/gate)."""
 COMPILE_CACHE = "FLYBENCH_COMPILE_CACHE"
 """Where compile-only metrics are cached between asv processes (compile.cache)."""
+FLYDSL_PYTHON = "FLYBENCH_FLYDSL_PYTHON"
+"""The git tree of a FlyDSL commit's python/flydsl laid over the flydsl wheel (the gate's FlyDSL sides): part of
+every compile's toolchain key (compile.toolchain), since the wheel's version cannot tell an overlay from the wheel."""
 
 # Between `flybench dashboard` and the Streamlit app (dashboard/data.py, dashboard/commits.py).
 DB = "FLYBENCH_DB"

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
 from flybench import benchmark_names, case_selection, envvars, hardware, subject_code
@@ -178,6 +178,10 @@ def main(args: argparse.Namespace) -> int:
         if not flydsl:
             chosen = case_selection.narrow(chosen, _kernel_code_only(sides), _launches_kernels,
                                            _launch_comparison(sides, device, args.arch, cache))
+        else:
+            chosen = case_selection.narrow_by_code(chosen, _flydsl_kernels(sides, args.shape_set),
+                                                   _code_comparison(sides, device, args.arch, cache),
+                                                   _beyond_overlay(changed))
         notes += chosen.lines()
         selections, subjects = _measured(chosen, runnable, cfg)
         notes += _controls_line(selections, subjects)
@@ -257,6 +261,11 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
         tree = subject_code.checkout(repo, workdir / name, commit)
         return Side(name, commit, tree / ASV_CONFIG, {}, Build(tree, [str(tree)], [], tree), "")
     src, path, note = subject_code.Wheels(repo, wheel, cache / "flydsl").checkout(commit)
+    _flat_layouts(src)
+    overlay = {}
+    if path:  # a wheel (not the installed flydsl): the commit's own python/flydsl laid over it, as its CI builds it
+        path, note, tree = _overlaid(repo, commit, note.removeprefix("flydsl "), cache / "flydsl")
+        overlay = {envvars.FLYDSL_PYTHON: tree}
     config = workdir / name / ASV_CONFIG
     config.parent.mkdir(parents=True, exist_ok=True)
     conf = json.loads(FLYDSL_CONFIG.read_text())
@@ -264,9 +273,153 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 html_dir=str(workdir / name / "html"), env_dir=str(workdir / name / "env"))
     config.write_text(json.dumps(conf, indent=2))
     pythonpath = [*path, str(RUN_ROOT)]
-    env = {envvars.FLYDSL_SRC: str(src), "PYTHONPATH": os.pathsep.join(
+    env = {envvars.FLYDSL_SRC: str(src), **overlay, "PYTHONPATH": os.pathsep.join(
         [*pythonpath, *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])}
-    return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src), note)
+    return Side(name, commit, config, env, Build(RUN_ROOT, pythonpath, ["--flydsl-src", str(src)], src, overlay),
+                note)
+
+
+def _overlaid(repo: Path, commit: str, version: str, work: Path) -> tuple[list[str], str, str]:
+    """The flydsl wheel `version` with the commit's python/flydsl laid over it (`code_history.library_dir`): a
+    change to FlyDSL's Python compiler is compiled at the side it belongs to, as FlyDSL's CI builds each commit's
+    own. The path, the note and the python/flydsl tree (part of each compile's key)."""
+    from flybench.compile import code_history
+
+    tree = subject_code.git_run(repo, "rev-parse", f"{commit}:python/flydsl").stdout.strip()
+    if not tree:
+        return [str(code_history.history.install_wheel(version, work / "wheels"))], f"flydsl {version}", ""
+    library = code_history.Library(version, None, commit, tree, False, "")
+    return [str(code_history.library_dir(repo, library, work))], library.label, tree
+
+
+def _flat_layouts(src: Path) -> None:
+    """A tree from before FlyDSL moved its kernels into domain packages (#807) gets a stand-in at each registered
+    kernel's path and the provider's (`code_history.flat_layout`), so its cases and kernels are found and built."""
+    from flybench.compile.code_history import flat_layout
+    from flybench.providers.flydsl import INTERFACE
+
+    for module in sorted({case.module for case in registry.CHECKOUT_CASES} | {INTERFACE.as_posix()}):
+        flat_layout(src, module)
+
+
+def _beyond_overlay(changed: list[str]) -> list[str]:
+    """FlyDSL's changed files that an overlay of python/flydsl cannot carry: the compiler's C++ and its build, which
+    only a wheel built from the commit holds (FlyDSL publishes release wheels only)."""
+    from flybench.compile.code_history import COMPILER_PATHS
+
+    return [path for path in changed if path.split("/")[0] in COMPILER_PATHS or path in affected.FLYDSL_BUILD]
+
+
+def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
+    """`kernels_of(key)` for `case_selection.narrow_by_code`: the registered FlyDSL kernels built from a file the
+    case loads at either side (its modules and what they import from kernels/), of the case's element type where
+    the kernel's configuration names one."""
+    cache: dict[case_selection.Key, list[str]] = {}
+
+    def kernels_of(key: case_selection.Key) -> list[str]:
+        if key not in cache:
+            workload, name, provider, dtype = key
+            loaded = set().union(*(affected.flydsl_case_files(side.build.root, workload, provider, shape_set,
+                                                              [dtype]) for side in sides.values()))
+            found = []
+            for kernel in registry.CHECKOUT_CASES:
+                element = kernel.config.get("dtype", kernel.config.get("in_dtype"))
+                if element in (None, dtype) and _module_of(kernel, sides) & loaded:
+                    found.append(kernel.name)
+            cache[key] = found
+        return cache[key]
+
+    return kernels_of
+
+
+def _module_of(kernel: registry.KernelCase, sides: dict[str, Side]) -> set[str]:
+    """The kernel's own module file at either side, relative to the exported tree (and, for a stand-in, the file
+    it stands for: the module where it lay before #807)."""
+    from flybench.compile.code_history import STAND_IN
+    from flybench.imports import module_file
+
+    found = set()
+    for side in sides.values():
+        path = module_file(side.build.root, kernel.module)
+        if path is not None:
+            found.add(path.relative_to(side.build.root).as_posix())
+            if path.read_text(errors="replace").startswith(f"# {STAND_IN}"):
+                found.add(f"kernels/{PurePosixPath(kernel.module).stem}.py")
+    return found
+
+
+def _code_comparison(sides: dict[str, Side], device, arches: list[str] | None, cache: Path):
+    """`compare(kernels)` for `case_selection.narrow_by_code`: the kernels compiled at both sides (the compile
+    half's compiles, `_compile_side`, its cache shared) for this machine's GPU (where it has none: the `--arch`
+    targets, else gfx942 and gfx950), and per kernel what differs: its machine code (`isa.code_lines`), its launch
+    configuration (workgroup and LDS), or a side where it does not build."""
+    if device.kind != "cpu":
+        targets = [device.arch] if device.arch in registry.AMD_ARCHES else []
+    else:
+        targets = list(arches or registry.AMD_ARCHES)
+
+    def compare(kernels: list[str]) -> dict[str, list[str]]:
+        if not kernels:
+            return {}
+        if not targets:
+            return {k: [f"it cannot be compiled for {device.arch} here"] for k in kernels}
+        began = time.monotonic()
+        records = {name: {(r["kernel"], r["arch"]): r for r in _compile_side(side.build, side.commit, kernels,
+                                                                               targets, cache)}
+                   for name, side in sides.items()}
+        print(f"gate: the {len(kernels)} registered kernels of the reached cases compiled at both sides for "
+              f"{', '.join(targets)} in {time.monotonic() - began:.0f} s", file=sys.stderr, flush=True)
+        return {k: [reason for arch in targets for reason in _differs(records["base"].get((k, arch)),
+                                                                       records["head"].get((k, arch)), arch, cache)]
+                for k in kernels}
+
+    return compare
+
+
+LAUNCH_METRICS = ("lds_static", "lds_dynamic", "scratch")
+"""What a launch reserves besides the code, compared with the workgroup size."""
+
+
+def _differs(base: dict | None, head: dict | None, arch: str, cache: Path) -> list[str]:
+    """What differs between one kernel's compiles at the two sides on `arch`, in words; [] when nothing does
+    (or the kernel is built at neither side)."""
+    from flybench.compile.cache import entry_dir
+    from flybench.compile.isa import code_lines
+
+    built = [r is not None and r.get("status") == "ok" for r in (base, head)]
+    if not any(built):
+        failed = [r for r in (base, head) if r is not None and r.get("status") == "failed"]
+        return [f"it failed to build on {arch} ({(failed[0].get('reason') or '').splitlines()[0][:120]}): its "
+                "machine code cannot be compared"] if failed else []
+    if not all(built):
+        return [f"it builds on {arch} at {'base' if built[0] else 'head'} only"]
+
+    def code(record: dict) -> list[str] | None:
+        path = entry_dir(cache / "compile-cache", record["kernel"], arch, record.get("key") or "") / (
+            record.get("isa_file") or "kernel.s")
+        try:
+            return code_lines(path.read_text(errors="replace"))
+        except OSError:
+            return None
+
+    before, after = code(base), code(head)
+    if before is None or after is None:
+        return [f"its machine code on {arch} could not be read back from the compile cache"]
+    reasons = [f"machine code changed on {arch}"] if before != after else []
+    launch = [f"{m} {base['metrics'].get(m)} -> {head['metrics'].get(m)}" for m in LAUNCH_METRICS
+              if (base.get("metrics") or {}).get(m) != (head.get("metrics") or {}).get(m)]
+    groups = [_workgroup(r) for r in (base, head)]
+    if groups[0] != groups[1]:
+        launch.insert(0, f"workgroup {groups[0]} -> {groups[1]}")
+    if launch:
+        reasons.append(f"launch configuration changed on {arch} ({', '.join(launch)})")
+    return reasons
+
+
+def _workgroup(record: dict) -> object:
+    kernels = record.get("kernels") or {}
+    primary = kernels.get(record.get("primary") or "") or {}
+    return primary.get("workgroup_size")
 
 
 def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cfg, flydsl: bool, shape_set: str,
@@ -499,6 +652,7 @@ class Build(NamedTuple):
     pythonpath: list[str]
     options: list[str]
     root: Path
+    env: dict[str, str] = {}  # FlyDSL's sides: the python/flydsl tree laid over the wheel (part of each key)
 
 
 def _kernel_files(kernels: list[str], builds) -> dict[str, set[str]]:
@@ -521,7 +675,7 @@ def _compile_side(build: Build, commit: str, kernels: list[str], arches: list[st
     """
     command = [sys.executable, "-m", "flybench.compile", "--format", "json", *build.options,
                *[arg for k in kernels for arg in ("-k", k)], *[arg for a in arches or () for arg in ("--arch", a)]]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(build.pythonpath),
+    env = {**os.environ, **build.env, "PYTHONPATH": os.pathsep.join(build.pythonpath),
            envvars.COMPILE_CACHE: str(cache / "compile-cache")}
     returncode, stdout, stderr = _streamed(command, build.cwd, env, f"compile {commit[:8]}: ")
     try:

@@ -73,15 +73,15 @@ def case_files(root: Path, workload: str, provider: str) -> set[str]:
 
 def flydsl_case_files(src: Path, workload: str, provider: str, shape_set: str, dtypes: Iterable[str]) -> set[str]:
     """The files of a FlyDSL tree `src` that the timed cases of (workload, provider) load: the entry points the
-    provider says each case launches (`Provider.implementation(case, dtype)["kernels"]`: "kernels.x.y.fn", or
-    "path.py:fn"), as their modules with every file of `kernels/` those import."""
+    provider says each case launches (`Provider.entry_points`: "kernels.x.y.fn", or "path.py:fn"), as their
+    modules with every file of `kernels/` those import."""
     from flybench.compile.sources import kernel_sources
     from flybench.providers import get_provider
     from flybench.workloads import get_workload
 
     chosen, load = get_provider(provider), get_workload(workload)
     entries = {entry for case in load.cases(shape_set) for dtype in dtypes
-               for entry in chosen.implementation(case, dtype).get("kernels", [])}
+               for entry in chosen.entry_points(case, dtype)}
     files: set[str] = set()
     for entry in entries:
         parts = entry.split(":")[0].removesuffix(".py").replace(".", "/").split("/") if ":" in entry \

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from flybench import envvars
+
 LLD = Path("llvm/bin/ld.lld")
 BITCODE = Path("amdgcn/bitcode")
 BITCODE_FILES = ("ocml.bc", "ockl.bc")
@@ -116,6 +118,8 @@ def lld_version(root: Path) -> str | None:
 def versions(toolkit: Toolkit | None = None) -> dict[str, str]:
     """The versions that decide what a compile produces; part of every cache key and record."""
     found = {name: v for name in ("flydsl", "triton", "ziglang") if (v := version(name))}
+    if os.environ.get(envvars.FLYDSL_PYTHON) and "flydsl" in found:
+        found["flydsl_python"] = os.environ[envvars.FLYDSL_PYTHON]
     if toolkit is not None and toolkit.root is not None:
         found["rocm_toolkit"] = toolkit.origin
         found["ld.lld"] = lld_version(toolkit.root) or "unknown"

@@ -46,6 +46,11 @@ class Provider(ABC):
         estimate is known."""
         return None
 
+    def entry_points(self, case: Case, dtype: str) -> list[str]:
+        """The entry points `build` would call for the case ("kernels.x.y.fn", or "path.py:fn"), known before
+        anything is built or imported: what the gate selects a FlyDSL case by. [] where the provider does not say."""
+        return []
+
     def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
         """What ran for this case, for its record (`CaseRecord.implementation`); called after `build`.
 

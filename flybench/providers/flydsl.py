@@ -69,7 +69,7 @@ FLY_BUILD_DIR = "FLY_BUILD_DIR"
 """FlyDSL's own variable for its build directory (scripts/build.sh, setup.py): absolute, or relative to the checkout."""
 DEFAULT_BUILD_DIR = "build-fly"
 _INT32_MAX = 2**31 - 1
-_MARKER = Path("kernels") / "attention" / "flash_attn_interface.py"
+INTERFACE = Path("kernels") / "attention" / "flash_attn_interface.py"
 _A16WMIX_HOST = Path("tests") / "kernels" / "moe_a16wmix_host.py"
 """Host launch glue of moe_2stage_a16wmix; upstream keeps it beside its tests, not in kernels/."""
 
@@ -86,8 +86,8 @@ def checkout_reason() -> str | None:
     if src is None:
         return (f"flydsl needs a FlyDSL source checkout (its kernels/ are not in the PyPI wheel): "
                 f"git clone https://github.com/ROCm/FlyDSL and set {envvars.FLYDSL_SRC}=/path/to/FlyDSL")
-    if not (src / _MARKER).is_file():
-        return f"{envvars.FLYDSL_SRC}={src} is not a FlyDSL checkout: {_MARKER} is missing there"
+    if not (src / INTERFACE).is_file():
+        return f"{envvars.FLYDSL_SRC}={src} is not a FlyDSL checkout: {INTERFACE} is missing there"
     _add_to_path(src)
     return module_reason("flydsl", f"pip install flydsl, or build the checkout (pip install -e {src})")
 
@@ -173,6 +173,9 @@ class FlyDSL(Provider):
 
         return paged_diffusion_runner(inputs, attend, self.time_append)
 
+    def entry_points(self, case: Case, dtype: str) -> list[str]:
+        return _entry_points(case, dtype)
+
     def implementation(self, case: Case, dtype: str) -> dict[str, Any]:
         """FlyDSL's version, the checkout its kernels came from, the entry points and the tiles flybench chose."""
         return {**super().implementation(case, dtype), "checkout": str(checkout()), **dispatched(case, dtype)}
@@ -181,23 +184,35 @@ class FlyDSL(Provider):
 _ATTENTION = "kernels.attention.flash_attn_interface.flydsl_flash_attn_func"
 
 
+def _entry_points(case: Case, dtype: str) -> list[str]:
+    """The entry points `build` calls for `case`, without importing the checkout."""
+    if case.workload in ("attention", "diffusion_attention"):
+        return [_ATTENTION]
+    stages = (case.shape["stage"],) if case.workload == "moe_stage" else (1, 2)
+    if dtype == "fp8":
+        return [f"kernels.moe.moe_gemm_2stage.compile_moe_gemm{s}" for s in stages]
+    if dtype not in A16WMIX_W_DTYPE:  # a8w4: no build launches it
+        return []
+    return [f"{_A16WMIX_HOST.as_posix()}:flydsl_a16w4_gemm{s}" for s in stages]
+
+
 def dispatched(case: Case, dtype: str) -> dict[str, Any]:
     """The entry points `build` calls for `case` and the configuration it passes them."""
-    p = case.shape
+    p, kernels = case.shape, _entry_points(case, dtype)
     if case.workload == "attention":
-        return {"kernels": [_ATTENTION],
+        return {"kernels": kernels,
                 "unexposed": "which kernel flydsl_flash_attn_func dispatches (generic or gfx950) is not returned"}
     if case.workload == "diffusion_attention":
-        return {"kernels": [_ATTENTION], "config": {"page_size": PAGE_SIZE, "paged": True},
+        return {"kernels": kernels, "config": {"page_size": PAGE_SIZE, "paged": True},
                 "unexposed": "not returned; read from flash_attn_interface._flydsl_flash_attn_paged, these cases "
                              "(no bias, at most 256 queries per sequence) take _build_paged_light"}
-    stages = (p["stage"],) if case.workload == "moe_stage" else (1, 2)
     if dtype == "fp8":
         tiles = {"tile_m": _moe_layout.row_tile(p["tokens"], p["top_k"], p["experts"]), "tile_n": MOE_TILE_N,
                  "tile_k": MOE_TILE_K}
-        return {"kernels": [f"kernels.moe.moe_gemm_2stage.compile_moe_gemm{s}" for s in stages], "config": tiles}
-    host = _A16WMIX_HOST.as_posix()
-    return {"kernels": [f"{host}:flydsl_a16w4_gemm{s}" for s in stages],
+        return {"kernels": kernels, "config": tiles}
+    if dtype not in A16WMIX_W_DTYPE:
+        return {"kernels": kernels, "unexposed": A8W4_REASON}
+    return {"kernels": kernels,
             "config": {"w_dtype": A16WMIX_W_DTYPE[dtype], "use_csv_config": False, **a16wmix_tiles(case, dtype)}}
 
 
