@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -148,18 +149,24 @@ _TOP_KEYS = {*_NUMBERS, *_STRING_LISTS, "overrides"}
 
 
 def load_config(path: str | Path | None = None) -> RegressConfig:
-    """The `[regress]` section of `path` (default ./flybench.toml if it exists).
+    """The `[regress]` section of `path` (default ./flybench.toml if anything is there: a FIFO or a folder of that
+    name is an error, not the defaults).
 
     Every name, type and range is checked, and a mistake is an error that says
     what to write instead: a misspelt section or key would otherwise fall back
     to the defaults and hide a gate that no longer gates.
     """
     file = Path(path) if path else DEFAULT_PATH
-    if not file.is_file():
-        if path:
-            raise FlybenchError(f"config file {file} is a directory: pass the file, e.g. {file / 'flybench.toml'}"
-                                if file.is_dir() else f"config file {file} not found")
+    what = describe(file)  # ./flybench.toml as a FIFO or a folder was passed over: the gate ran on the defaults
+    if what == "nothing" and not path:
         return RegressConfig()
+    if what == "nothing":
+        raise FlybenchError(f"config file {file} not found")
+    if what == "a directory":
+        raise FlybenchError(f"config file {file} is a directory: pass the file, e.g. {file / 'flybench.toml'}")
+    if what != "a regular file":
+        raise FlybenchError(f"config file {file} is {what}, not a TOML file, so it was not read: "
+                            + ("pass the file" if path else "move it aside to use the defaults, or make it the file"))
     try:
         document: dict[str, Any] = tomllib.loads(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:

@@ -32,6 +32,7 @@ from typing import Any
 import duckdb
 
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 
 FILE = "commits.jsonl"
 SOURCE = "commit-notes"
@@ -39,12 +40,26 @@ FIELDS = ("title", "pr", "wheel", "llvm", "failed_compiles", "first_failure")
 
 
 def read(tree: Path) -> list[dict[str, Any]]:
-    """The tree's commit notes, checked; [] when it has none."""
+    """The tree's commit notes, checked; [] when it has none. Anything at the file's path but a regular file of
+    UTF-8 text is an error, said before anything is stored: a FIFO or a folder there was passed over in silence,
+    and bytes that are not text raised a traceback."""
     path = tree / FILE
-    if not path.is_file():
+    what = describe(path)
+    if what == "nothing":
         return []
+    if what != "a regular file":
+        raise FlybenchError(f"{path} is {what}, not the commit notes file flybench writes, so it was not read and "
+                            "nothing was stored: move it aside (python -m flybench.compile.history --notes writes "
+                            "the file) and ingest again")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise FlybenchError(f"{path}: not UTF-8 text (byte {exc.start}), so no commit notes file; nothing was "
+                            "stored: restore it or move it aside, and ingest again") from exc
+    except OSError as exc:
+        raise FlybenchError(f"cannot read {path} ({exc.strerror or exc}); nothing was stored") from exc
     notes = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -53,10 +68,18 @@ def read(tree: Path) -> list[dict[str, Any]]:
             raise FlybenchError(f"{path}:{number}: not JSON ({exc})") from exc
         if not isinstance(note, dict) or not isinstance(note.get("hash"), str) or not note["hash"]:
             raise FlybenchError(f"{path}:{number}: a commit note is an object with a \"hash\"")
-        if note.get("pr") is not None and not isinstance(note["pr"], int):
-            raise FlybenchError(f"{path}:{number}: \"pr\" is a pull request number or null")
+        wrong = next((k for k in FIELDS if note.get(k) is not None and (
+            not isinstance(note[k], _KINDS[k][0]) or isinstance(note[k], bool))), None)
+        if wrong is not None:
+            raise FlybenchError(f"{path}:{number}: \"{wrong}\" is {_KINDS[wrong][1]} or null, "
+                                f"not {json.dumps(note[wrong])}")
         notes.append({"hash": note["hash"], **{k: note.get(k) for k in FIELDS}})
     return notes
+
+
+_KINDS = {"title": (str, "text"), "pr": (int, "a pull request number"), "wheel": (str, "a version (text)"),
+          "llvm": (str, "a commit (text)"), "failed_compiles": (int, "a count"), "first_failure": (str, "text")}
+"""What each field of a note holds: a title as a list was stored as the text "[1, 2]"."""
 
 
 def store(conn: duckdb.DuckDBPyConnection, subject: str, notes: list[dict[str, Any]]) -> int:

@@ -40,6 +40,7 @@ from asv import util
 
 from flybench.counters import record as counter_records
 from flybench.errors import FlybenchError
+from flybench.file_kinds import describe
 from flybench.measure.record import SideRecords
 from flybench.model import roles
 from flybench.store import counters as stored_counters
@@ -422,8 +423,10 @@ def _config_project(results_dir: Path, config: Path | None) -> tuple[Path, str] 
     here = results_dir.resolve()
     candidates = [config] if config else [d / "asv.conf.json" for d in (here, *here.parents)]
     for path in candidates:
-        if path.is_file():
+        if os.path.lexists(path):  # anything there is read (`_asv_config` says why a FIFO or a folder is not)
             return path, _asv_config(path, "project")
+    if config:
+        raise FlybenchError(f"--config {config}: no such file; name the asv.conf.json of the results tree")
     return None
 
 
@@ -447,6 +450,13 @@ def default_results_dir(config: Path = Path("asv.conf.json")) -> Path:
 def _asv_config(path: Path, key: str) -> str:
     """A text setting of an asv config, checked before anything is written: a `project` of `[1, 2]` was filed
     as a subject named "[1, 2]", beside the real one, a second copy of every row."""
+    what = describe(path)
+    if what == "nothing":
+        raise FlybenchError(f"no asv config at {path}, so {key!r} is unknown: run flybench in the folder of the "
+                            "project's asv.conf.json, or pass --config and the results tree")
+    if what != "a regular file":  # a FIFO blocked the ingest for ever, a link to /dev/zero filled the memory
+        raise FlybenchError(f"{path} is {what}, not an asv config, so it was not read and nothing was stored: name "
+                            "the asv.conf.json of the results tree (--config), or move this aside")
     try:
         value = util.load_json(str(path), js_comments=True)[key]
     except BAD_FILE as exc:
