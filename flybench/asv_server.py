@@ -33,7 +33,6 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == os.path.dirname(os.path.a
     sys.path.pop(0)  # this file's folder is flybench's package: its modules must not shadow top-level names
 
 from asv_runner._aux import posix_redirect_output, update_sys_path  # noqa: E402
-from asv_runner.discovery import disc_benchmarks  # noqa: E402
 from asv_runner.run import _run  # noqa: E402
 
 TIMED_OUT = 124
@@ -50,10 +49,7 @@ def serve(benchmark_dir: str, answers) -> None:
             return
         with open(command["output"], "w"):
             pass
-        if action == "preimport":
-            with posix_redirect_output(command["output"], permanent=False):
-                for _ in disc_benchmarks(benchmark_dir, ignore_import_errors=True):
-                    pass
+        if action == "preimport":  # asv's discovery imported every suite already; each case imports its own
             _answer(answers, 0)
             continue
         timer = None

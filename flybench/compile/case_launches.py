@@ -250,18 +250,26 @@ def side_launches(keys: list[Key], arches: list[str], cache: Path, workers: int)
 
 
 class _Progress:
-    """A line per compile as it ends: how many are done, how many are left, and when the rest should be done (at
-    the pace so far): a cold cache on two cores takes many minutes, which must not pass in silence."""
+    """A line every few seconds while launches compile (and one at the end): how many are done, how many are
+    left, and when the rest should be done at the pace so far. A cold cache on two cores takes many minutes,
+    which must not pass in silence; a warm one on a GPU machine compiles a hundred in seconds, which needs no
+    hundred lines."""
+
+    EVERY_S = 5.0
 
     def __init__(self, total: int) -> None:
         import time
 
-        self.total, self.count, self.began, self.clock = total, 0, time.monotonic(), time.monotonic
+        self.total, self.count, self.clock = total, 0, time.monotonic
+        self.began = self.said = self.clock()
 
     def done(self, result: dict[str, Any]) -> dict[str, Any]:
         self.count += 1
         left = self.total - self.count
-        spent = self.clock() - self.began
+        if left and self.clock() - self.said < self.EVERY_S:
+            return result
+        self.said = self.clock()
+        spent = self.said - self.began
         more = f", about {_duration(spent / self.count * left)} more" if left else ""
         print(f"compiled {self.count} of {self.total} launches, {left} left ({_duration(spent)} so far{more})",
               file=sys.stderr, flush=True)
