@@ -247,14 +247,17 @@ def narrow(chosen: Chosen, kernel_code_only: Callable[[str], bool], launches: Ca
 
 
 def narrow_by_code(chosen: Chosen, kernels_of: Callable[[Key], list[str]],
-                   compare: Callable[[list[str]], dict[str, list[str]]], unjudged: list[str]) -> Chosen:
+                   compare: Callable[[list[str]], dict[str, list[str]]], unjudged: list[str],
+                   registered: Callable[[str], bool]) -> Chosen:
     """FlyDSL's cases: of the cases the changed files reach (a change to the compiler reaches all), the ones one of
     whose registered kernels (`kernels_of`: those built from files the case loads) differs at base and head.
 
     `compare(kernels)` gives, per kernel, what differs (its machine code, its launch configuration, a side it does
     not build at) in words; none: identical. A case is timed when a reason holds for one of its kernels, when no
-    registered kernel builds it (nothing to compare), or when the change has files the compile cannot carry
-    (`unjudged`: the compiler's C++, which no published wheel holds); else it is left out as compiled identically.
+    registered kernel builds it (nothing to compare), when a changed file it loads under `kernels/` is a source of
+    no registered kernel (`registered(path)` is false: an unregistered kernel of the case may have changed), or
+    when the change has files the compile cannot carry (`unjudged`: the compiler's C++, which no published wheel
+    holds); else it is left out as compiled identically.
     """
     if not chosen.selected:
         return chosen
@@ -269,8 +272,12 @@ def narrow_by_code(chosen: Chosen, kernels_of: Callable[[Key], list[str]],
         differ = compare(sorted({k for names in kernels.values() for k in names}))
         for key in chosen.selected:
             reasons = [f"{kernel}: {reason}" for kernel in kernels[key] for reason in differ.get(kernel, [])]
+            unbuilt = [path for path in chosen.why.get(key, []) if path.startswith("kernels/") and not registered(path)]
             if not kernels[key]:
                 timed[key] = ["no registered kernel is built from the files it loads: no machine code to compare"]
+            elif unbuilt:
+                timed[key] = [f"it loads changed files that build no registered kernel ({some(unbuilt)}): no machine "
+                              "code to compare"]
             elif reasons:
                 timed[key] = reasons
             else:

@@ -19,6 +19,8 @@ MOE = ("moe", "m", "flydsl", "fp8")
 A16 = ("moe", "m", "flydsl", "int4_bf16")
 KERNELS = {ATTENTION: ["flash_attn_generic:causal_m128", "flash_attn_gfx950:causal"],
            MOE: ["moe_gemm_2stage:stage1_decode"], A16: []}
+REGISTERED = {"kernels/attention/flash_attn_generic.py", "kernels/attention/flash_attn_gfx950.py",
+              "kernels/moe/moe_gemm_2stage.py"}
 
 
 def chosen(shared: list[str], why: dict | None = None) -> Chosen:
@@ -33,7 +35,8 @@ def test_a_compiler_change_times_only_the_cases_whose_kernels_changed() -> None:
         asked.append(kernels)
         return {"flash_attn_gfx950:causal": ["machine code changed on gfx950"]}
 
-    narrowed = narrow_by_code(chosen(["python/flydsl/expr/typing.py"]), KERNELS.__getitem__, compare, [])
+    narrowed = narrow_by_code(chosen(["python/flydsl/expr/typing.py"]), KERNELS.__getitem__, compare, [],
+                              REGISTERED.__contains__)
     assert asked == [["flash_attn_generic:causal_m128", "flash_attn_gfx950:causal", "moe_gemm_2stage:stage1_decode"]]
     assert narrowed.selected == [ATTENTION, A16]  # A16: no registered kernel, so nothing proves it unchanged
     assert narrowed.timed[ATTENTION] == ["flash_attn_gfx950:causal: machine code changed on gfx950"]
@@ -46,10 +49,16 @@ def test_a_compiler_change_times_only_the_cases_whose_kernels_changed() -> None:
 
 def test_nothing_that_changed_code_times_nothing() -> None:
     why = {MOE: ["kernels/moe/moe_gemm_2stage.py"]}
-    narrowed = narrow_by_code(chosen([], why), KERNELS.__getitem__, lambda kernels: {}, [])
+    narrowed = narrow_by_code(chosen([], why), KERNELS.__getitem__, lambda kernels: {}, [], REGISTERED.__contains__)
     assert narrowed.selected == [] and narrowed.nothing_changed
     assert narrowed.lines()[0] == ("timing selection: none of the 1 case in 1 workload/provider pair: "
                                    f"{case_selection.NOTHING_CHANGED}")
+
+
+def test_a_changed_file_that_builds_none_of_the_cases_registered_kernels_is_timed() -> None:
+    why = {ATTENTION: ["kernels/attention/flash_attn_paged.py"]}  # the paged kernel is not registered
+    narrowed = narrow_by_code(chosen([], why), KERNELS.__getitem__, lambda kernels: {}, [], REGISTERED.__contains__)
+    assert narrowed.selected == [ATTENTION] and "kernels/attention/flash_attn_paged.py" in narrowed.timed[ATTENTION][0]
 
 
 def test_a_change_to_the_compilers_cxx_is_timed_not_judged() -> None:
@@ -57,7 +66,7 @@ def test_a_change_to_the_compilers_cxx_is_timed_not_judged() -> None:
         raise AssertionError("nothing is compiled: the overlay cannot carry lib/")
 
     narrowed = narrow_by_code(chosen(["lib/Dialect/Fly/X.cpp"]), KERNELS.__getitem__, compare,
-                              ["lib/Dialect/Fly/X.cpp"])
+                              ["lib/Dialect/Fly/X.cpp"], REGISTERED.__contains__)
     assert narrowed.selected == sorted(KERNELS)
     assert all("lib/Dialect/Fly/X.cpp" in reasons[0] for reasons in narrowed.timed.values())
 

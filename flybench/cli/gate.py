@@ -181,7 +181,7 @@ def main(args: argparse.Namespace) -> int:
         else:
             chosen = case_selection.narrow_by_code(chosen, _flydsl_kernels(sides, args.shape_set),
                                                    _code_comparison(sides, device, args.arch, cache),
-                                                   _beyond_overlay(changed))
+                                                   _beyond_overlay(changed), _registered(sides))
         notes += chosen.lines()
         selections, subjects = _measured(chosen, runnable, cfg)
         notes += _controls_line(selections, subjects)
@@ -330,6 +330,20 @@ def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
         return cache[key]
 
     return kernels_of
+
+
+def _registered(sides: dict[str, Side]):
+    """`registered(path)` for `case_selection.narrow_by_code`: whether a file is one some registered FlyDSL kernel
+    is built from at either side (`_kernel_files`)."""
+    files: set[str] = set()
+
+    def registered(path: str) -> bool:
+        if not files:
+            kernels = [case.name for case in registry.CHECKOUT_CASES]
+            files.update(*_kernel_files(kernels, [side.build for side in sides.values()]).values())
+        return path in files
+
+    return registered
 
 
 def _module_of(kernel: registry.KernelCase, sides: dict[str, Side]) -> set[str]:
