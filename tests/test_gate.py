@@ -227,7 +227,7 @@ def test_a_flydsl_side_is_measured_by_this_flybench_with_the_commits_kernels(fly
     from flybench.cli import gate
 
     repo, commit = flydsl_like
-    side = gate._side(repo, "head", commit, True, "installed", tmp_path / "work", tmp_path / "cache")
+    side = gate._side(repo, "head", commit, True, "installed", tmp_path / "work", tmp_path / "cache", [])
     config = json.loads(side.config.read_text())
     assert config["project"] == "flydsl" and config["repo"] == str(repo)
     assert config["benchmark_dir"] == str(gate.RUN_ROOT / "benchmarks")

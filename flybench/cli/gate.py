@@ -157,12 +157,12 @@ def main(args: argparse.Namespace) -> int:
     cache, said = _cache_folder(args.cache, workdir)
     if said:
         print(f"gate: {said}", file=sys.stderr, flush=True)
-    sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir, cache)
+    changed = subject_code.changed_files(repo, base, head)
+    sides = {name: _side(repo, name, commit, flydsl, args.wheel, workdir, cache, changed)
              for name, commit in (("base", base), ("head", head))}
     notes: list[str] = [f"{name} {side.commit[:8]}: {side.note}" for name, side in sides.items()]
     if said:
         notes.append(said)
-    changed = subject_code.changed_files(repo, base, head)
     selections = [Selection(w, tuple(args.provider or ()), tuple(args.dtype or ()), tuple(args.case or ()))
                   for w in workloads]
     untimed = "--no-timing" if args.no_timing else "no subject provider of the selection runs on this machine"
@@ -253,7 +253,8 @@ class Side(NamedTuple):
         return f"kernels/ exported, {self.wheel}" if self.wheel else "its own worktree"
 
 
-def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path, cache: Path) -> Side:
+def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir: Path, cache: Path,
+          changed: list[str]) -> Side:
     """flybench's commits: a worktree, measured and compiled with its own code. FlyDSL's: the commit's exported
     kernels/ tree with the flydsl wheel of its time (`subject_code.Wheels`), measured by this flybench under an
     asv config of the side's own (the clone as asv's repository, for commit dates) and compiled by it."""
@@ -263,9 +264,11 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
     src, path, note = subject_code.Wheels(repo, wheel, cache / "flydsl").checkout(commit)
     _flat_layouts(src)
     overlay = {}
-    if path:  # a wheel (not the installed flydsl): the commit's own python/flydsl laid over it, as its CI builds it
-        path, note, tree = _overlaid(repo, commit, note.removeprefix("flydsl "), cache / "flydsl")
-        overlay = {envvars.FLYDSL_PYTHON: tree}
+    compiler = [path for path in changed if path.startswith("python/flydsl/")]
+    if path and compiler:  # the pull request's own compiler files laid over the wheel (FlyDSL's CI builds each
+        # commit's compiler; its other files stay the wheel's, which match the wheel's compiled bindings)
+        path, note, digest = _overlaid(repo, commit, note.removeprefix("flydsl "), compiler, cache / "flydsl")
+        overlay = {envvars.FLYDSL_PYTHON: digest}
     config = workdir / name / ASV_CONFIG
     config.parent.mkdir(parents=True, exist_ok=True)
     conf = json.loads(FLYDSL_CONFIG.read_text())
@@ -279,17 +282,21 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 note)
 
 
-def _overlaid(repo: Path, commit: str, version: str, work: Path) -> tuple[list[str], str, str]:
-    """The flydsl wheel `version` with the commit's python/flydsl laid over it (`code_history.library_dir`): a
-    change to FlyDSL's Python compiler is compiled at the side it belongs to, as FlyDSL's CI builds each commit's
-    own. The path, the note and the python/flydsl tree (part of each compile's key)."""
+def _overlaid(repo: Path, commit: str, version: str, changed: list[str], work: Path) -> tuple[list[str], str, str]:
+    """The flydsl wheel `version` with the commit's own copies of the changed `python/flydsl` files laid over it
+    (`code_history.library_dir`), those the commit has: the path, the note, and a digest of what was laid (part of
+    each compile's key, since the wheel's version cannot tell an overlay from the wheel)."""
+    import hashlib
+
     from flybench.compile import code_history
 
-    tree = subject_code.git_run(repo, "rev-parse", f"{commit}:python/flydsl").stdout.strip()
-    if not tree:
+    done = subject_code.git_run(repo, "ls-tree", "-r", commit, "--", *changed)
+    blobs = sorted(line.split(None, 3)[2:] for line in done.stdout.splitlines())
+    if not blobs:  # the commit has none of them (it deleted them): the wheel's own
         return [str(code_history.history.install_wheel(version, work / "wheels"))], f"flydsl {version}", ""
-    library = code_history.Library(version, None, commit, tree, False, "")
-    return [str(code_history.library_dir(repo, library, work))], library.label, tree
+    digest = hashlib.sha256(json.dumps(blobs).encode()).hexdigest()
+    library = code_history.Library(version, None, commit, digest, False, "", tuple(path for _, path in blobs))
+    return [str(code_history.library_dir(repo, library, work))], library.label, digest
 
 
 def _flat_layouts(src: Path) -> None:
@@ -310,10 +317,14 @@ def _beyond_overlay(changed: list[str]) -> list[str]:
     return [path for path in changed if path.split("/")[0] in COMPILER_PATHS or path in affected.FLYDSL_BUILD]
 
 
+_FAMILY = {"fp16": "16-bit float", "f16": "16-bit float", "bf16": "16-bit float"}
+"""Element types one registered kernel stands for: the same source builds a bf16 and an fp16 kernel."""
+
+
 def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
     """`kernels_of(key)` for `case_selection.narrow_by_code`: the registered FlyDSL kernels built from a file the
-    case loads at either side (its modules and what they import from kernels/), of the case's element type where
-    the kernel's configuration names one."""
+    case loads at either side (its modules and what they import from kernels/), of the case's element type (bf16
+    standing for fp16) where the kernel's configuration names one."""
     cache: dict[case_selection.Key, list[str]] = {}
 
     def kernels_of(key: case_selection.Key) -> list[str]:
@@ -324,7 +335,8 @@ def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
             found = []
             for kernel in registry.CHECKOUT_CASES:
                 element = kernel.config.get("dtype", kernel.config.get("in_dtype"))
-                if element in (None, dtype) and _module_of(kernel, sides) & loaded:
+                if _FAMILY.get(element, element) in (None, _FAMILY.get(dtype, dtype)) and \
+                        _module_of(kernel, sides) & loaded:
                     found.append(kernel.name)
             cache[key] = found
         return cache[key]
