@@ -110,3 +110,11 @@ def test_the_flydsl_provider_names_its_entry_points_without_a_checkout() -> None
     assert flydsl.entry_points(stage, "fp8") == [f"kernels.moe.moe_gemm_2stage.compile_moe_gemm{stage.shape['stage']}"]
     assert flydsl.entry_points(stage, "int4_bf16")[0].startswith("tests/kernels/moe_a16wmix_host.py:")
     assert flydsl.entry_points(stage, "a8w4") == []  # no build launches it (it raised KeyError)
+
+
+def test_a_registered_kernel_stands_for_the_cases_of_its_variant() -> None:
+    causal = {"causal": True, "block_m": 128}
+    assert gate._agrees(causal, {"causal": True, "seq": 8192})
+    assert not gate._agrees(causal, {"causal": False})
+    assert not gate._agrees(causal, {"mask": "bidirectional"}) and gate._agrees(causal, {"mask": "causal"})
+    assert gate._agrees({"stage": 1}, {"tokens": 16}) and not gate._agrees({"stage": 1}, {"stage": 2})

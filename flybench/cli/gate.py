@@ -324,10 +324,15 @@ _FAMILY = {"fp16": "16-bit float", "f16": "16-bit float", "bf16": "16-bit float"
 def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
     """`kernels_of(key)` for `case_selection.narrow_by_code`: the registered FlyDSL kernels built from a file the
     case loads at either side (its modules and what they import from kernels/), of the case's element type (bf16
-    standing for fp16) where the kernel's configuration names one."""
+    standing for fp16) and variant (`_agrees`) where the kernel's configuration names them."""
+    from flybench.workloads import get_workload
+
     cache: dict[case_selection.Key, list[str]] = {}
+    shapes: dict[tuple[str, str], dict] = {}
 
     def kernels_of(key: case_selection.Key) -> list[str]:
+        if (key[0], key[1]) not in shapes:
+            shapes.update({(key[0], case.name): case.shape for case in get_workload(key[0]).cases(shape_set)})
         if key not in cache:
             workload, name, provider, dtype = key
             loaded = set().union(*(affected.flydsl_case_files(side.build.root, workload, provider, shape_set,
@@ -336,12 +341,21 @@ def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
             for kernel in registry.CHECKOUT_CASES:
                 element = kernel.config.get("dtype", kernel.config.get("in_dtype"))
                 if _FAMILY.get(element, element) in (None, _FAMILY.get(dtype, dtype)) and \
-                        _module_of(kernel, sides) & loaded:
+                        _agrees(kernel.config, shapes[workload, name]) and _module_of(kernel, sides) & loaded:
                     found.append(kernel.name)
             cache[key] = found
         return cache[key]
 
     return kernels_of
+
+
+def _agrees(config: dict, shape: dict) -> bool:
+    """Whether a registered kernel's configuration builds the variant a case runs where both say: causal or not
+    (attention's `causal`, the paged cases' `mask`), and the MoE stage."""
+    causal = shape.get("causal", shape["mask"] == "causal" if "mask" in shape else None)
+    if "causal" in config and causal is not None and config["causal"] != causal:
+        return False
+    return "stage" not in config or "stage" not in shape or config["stage"] == shape["stage"]
 
 
 def _registered(sides: dict[str, Side]):
