@@ -14,7 +14,7 @@ import pytest
 
 from flybench.importers.flydsl_ci.store import import_file
 from flybench.regress import RegressConfig, scan, stored
-from flybench.store import connect
+from flybench.store import connect, queries
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "flydsl-ci-history-2026-06-11_2026-07-12.json.gz"
 BENCH = "gemm.FlydslCI.track_tflops"
@@ -466,3 +466,86 @@ def test_ordinary_scatter_before_a_step_is_not_a_drift_that_eats_it() -> None:
     assert scan._drift(before, 4, 4, 0.01) == 0.0
     slide = [0.01 * i for i in range(8)]  # 1% worse every run, scattering 0.1%
     assert scan._drift(slide, 4, 4, 0.001) == pytest.approx(0.01 * 4)
+
+
+def compiler_attribution(runs: int, *, pairs: dict[int, float] | None = None,
+                         main_pairs: dict[str, float] | None = None) -> scan.Attribution:
+    """Every run's commit known, c10 (#110) changed the compiler and nothing else; no machine code (no registered
+    kernel covers series a); `pairs`: pull request -> series a's paired A/B in percent; `main_pairs`: commit ->
+    its main run against the job's rebuild of main."""
+    hashes = [f"c{i:02d}" for i in range(runs)]
+    changes = pd.DataFrame({"hash": hashes, "position": range(runs), "merged_pr": [100 + i for i in range(runs)],
+                            "title": ["t"] * runs,
+                            "files": [["python/flydsl/expr/typing.py"] if h == "c10" else [] for h in hashes]})
+    params = json.dumps({"case": "a"})
+    paired = pd.DataFrame([{"benchmark": BENCH, "params": params, "pr": pr, "delta_pct": d}
+                           for pr, d in (pairs or {}).items()], columns=["benchmark", "params", "pr", "delta_pct"])
+    main = pd.DataFrame([{"benchmark": BENCH, "params": params, "hash": h, "delta_pct": d}
+                         for h, d in (main_pairs or {}).items()], columns=["benchmark", "params", "hash", "delta_pct"])
+    return scan.Attribution(changes, pd.DataFrame(columns=["benchmark", "params", "hash", "files"]), paired,
+                            main_pairs=main)
+
+
+COMPILER_STEP = noisy(1000, 10, 5) + [v * 0.93 for v in noisy(1000, 6, 6)]
+QUIET_PAIRS = {100 + i: 0.3 * ((i * 5) % 3 - 1) for i in range(10)}
+"""Paired A/Bs of the pull requests before #110: within 0.3% of none."""
+
+
+def test_a_files_only_step_on_a_series_that_flips_is_unconfirmed_listed_apart_and_never_an_alert() -> None:
+    """A compiler-only range with no machine code, on a series whose main run once differed 20% from the job's
+    rebuild of the same main (a runner that flips modes within a job): nothing separates the code's step from a
+    flip, so it is listed as unconfirmed, says why, and opens no alert."""
+    flips = compiler_attribution(16, pairs=QUIET_PAIRS, main_pairs={"c03": 20.0, "c10": 0.2})
+    found = replay({(BENCH, "a"): COMPILER_STEP}, flips)
+    assert found.alerts == []
+    [step] = found.steps
+    assert step.kind == "unconfirmed" and not step.regressed
+    assert step.evidence.startswith(
+        "unconfirmed (files only, on a series that flips between runner modes: 1 same-job comparison(s) of unchanged "
+        "code differ by a step's size (main at c03 +20.0%); neither the job's shift nor a paired A/B separates code "
+        "from runner: no pull request of the range has a paired A/B of it): code (files only: no registered kernel "
+        "covers this series): #110 changed the compiler")
+    quiet = compiler_attribution(16, pairs=QUIET_PAIRS, main_pairs={"c03": 0.4, "c10": 0.2})
+    [alert] = replay({(BENCH, "a"): COMPILER_STEP}, quiet).alerts  # the same step on a series that does not flip
+    assert alert.regression.evidence.startswith("code (files only: no registered kernel covers this series): #110")
+
+
+def test_a_pull_request_s_own_paired_a_b_beyond_its_pairs_scatter_confirms_a_flipping_series_step() -> None:
+    flips = {"c03": 20.0, "c10": 0.2}
+    confirmed = compiler_attribution(16, pairs={**QUIET_PAIRS, 110: -7.0}, main_pairs=flips)
+    [alert] = replay({(BENCH, "a"): COMPILER_STEP}, confirmed).alerts
+    assert alert.regression.evidence.endswith(
+        "confirmed by the paired A/B: #110's own CI job measured it -7.0% against main, beyond 2 x the scatter of "
+        "its 12 other same-job comparisons (0.4%)")
+    within = compiler_attribution(16, pairs={**{100 + i: (-4.0, 4.0)[i % 2] for i in range(10)}, 110: -3.5},
+                                  main_pairs=flips)
+    found = replay({(BENCH, "a"): COMPILER_STEP}, within)
+    assert found.alerts == []
+    assert "#110's paired A/B (-3.5%) is within 2 x the scatter of its 12 other same-job comparisons" in \
+        found.steps[0].evidence
+
+
+def test_a_series_whose_flips_are_its_workload_s_is_confirmed_by_the_job_s_shift() -> None:
+    """At c04 one job moved the workload's three untouched series and series a by 10%, and back: net of the job's
+    shift series a never flipped, so its own step at the compiler's commit is an alert, and says the job's shift
+    decided."""
+    job = [1.10 if i == 4 else 1.0 for i in range(16)]
+    subject = [v * j for v, j in zip(COMPILER_STEP, job)]
+    siblings = {(BENCH, f"s{k}"): [v * j for v, j in zip(noisy(1000, 16, 40 + k), job)] for k in range(3)}
+    [alert] = replay({(BENCH, "a"): subject, **siblings}, compiler_attribution(16)).alerts
+    assert alert.regression.params == {"case": "a"}
+    assert alert.regression.evidence.endswith("; confirmed by the job's shift: the series flipped (-10.1% at c04..c05) "
+                                              "with its workload, not net of it")
+
+
+def test_an_unconfirmed_step_is_stored_apart_where_the_pages_read_it(tmp_path: Path) -> None:
+    found = replay({(BENCH, "a"): COMPILER_STEP},
+                   compiler_attribution(16, pairs=QUIET_PAIRS, main_pairs={"c03": 20.0, "c10": 0.2}))
+    db = tmp_path / "store.duckdb"
+    with connect(db) as conn:
+        conn.register("incoming", pd.DataFrame([stored._row(r) for r in found.steps]))
+        conn.execute("INSERT INTO regression_steps BY NAME SELECT * FROM incoming")
+    [row] = queries.history_steps(db, subject="flydsl", kind="unconfirmed").itertuples()
+    assert (row.machine, row.first_bad) == ("mi355", "c10")
+    assert row.evidence.startswith("unconfirmed (files only, on a series that flips between runner modes")
+    assert queries.history_steps(db, kind="environment").empty

@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # history calls this module on what it found
     from flybench.regress.history import Regression
 
 ENVIRONMENT = "environment"
+UNCONFIRMED = "unconfirmed"
+"""A step that rests on files alone on a series that flips between runner modes, with nothing that separates the
+code from the runner (flybench.regress.scan, `confirmed`): listed apart, never an alert, never exit 1."""
 KernelKey = tuple[str, str, str, str, str]
 """(subject, machine, environment, benchmark, provider)."""
 

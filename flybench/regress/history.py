@@ -109,9 +109,10 @@ class Regression:
 
     @property
     def regressed(self) -> bool:
-        """A worse step or change that counts as a regression: not one the environment made, nor an alert that
-        recovered or was accepted."""
-        return self.step.worse and self.kind != episodes.ENVIRONMENT and self.state not in CLOSED
+        """A worse step or change that counts as a regression: not one the environment made, nor an unconfirmed
+        one, nor an alert that recovered or was accepted."""
+        return self.step.worse and self.kind not in (episodes.ENVIRONMENT, episodes.UNCONFIRMED) \
+            and self.state not in CLOSED
 
     @property
     def context(self) -> str:

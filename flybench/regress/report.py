@@ -38,7 +38,7 @@ from flybench import benchmark_names
 from flybench.console import print_rich
 from flybench.errors import FlybenchError
 from flybench.regress.compare import CONTEXT, VERDICTS, CaseResult, Comparison, ResourceChange
-from flybench.regress.episodes import ENVIRONMENT
+from flybench.regress.episodes import ENVIRONMENT, UNCONFIRMED
 from flybench.regress.history import CLOSED, Regression
 from flybench.regress.verdict import detectable_at, interval_text, size_text
 
@@ -448,14 +448,18 @@ def _regressions_md(regressions: Sequence[Regression], limit: int, full_report: 
                     dashboard: str | None) -> str:
     worse = [r for r in regressions if r.regressed]
     environment = sum(r.kind == ENVIRONMENT for r in regressions)
-    closed = sum(r.state in CLOSED and r.kind != ENVIRONMENT for r in regressions)  # listed with --closed
+    unconfirmed = sum(r.kind == UNCONFIRMED for r in regressions)
+    closed = sum(r.state in CLOSED and r.kind not in (ENVIRONMENT, UNCONFIRMED) for r in regressions)  # --closed
     title = f"### flybench: {_plural(len(worse), 'regression')} in the history{_of_subjects(regressions)}"
     if environment:
         title += f", {_plural(environment, 'step')} the environment made"
+    if unconfirmed:
+        title += f", {unconfirmed} unconfirmed (files only, nothing separates code from runner)"
     if closed:
         title += f", {closed} closed (recovered, accepted or undone)"
-    if len(regressions) > len(worse) + environment + closed:
-        title += f", {_plural(len(regressions) - len(worse) - environment - closed, 'other resource change')}"
+    if len(regressions) > len(worse) + environment + unconfirmed + closed:
+        others = len(regressions) - len(worse) - environment - unconfirmed - closed
+        title += f", {_plural(others, 'other resource change')}"
     header = ["subject", "machine", "benchmark", "parameters", "commits (last good..first bad)", "before", "after",
               "change", "confidence", "state", "evidence", "measured on", "to act"]
     rows = [[*_md_cells([r.subject, *_regression_cells(r), r.runs or "-"], code=(2,)), _next_steps(r, dashboard)]
@@ -666,6 +670,9 @@ def _comparison_rich(c: Comparison) -> Group:
 
 def _regressions_rich(regressions: Sequence[Regression]) -> Group:
     title = f"{_plural(sum(r.regressed for r in regressions), 'regression')} in the history{_of_subjects(regressions)}"
+    unconfirmed = sum(r.kind == UNCONFIRMED for r in regressions)
+    if unconfirmed:
+        title += f"; {unconfirmed} unconfirmed, no alert (files only, nothing separates code from runner)"
     table = _table("subject", "machine", "benchmark", "parameters", "commits", "before", "after", "change",
                    "confidence", "state", "evidence", title=title)
     for r in regressions:
@@ -761,7 +768,7 @@ def state_text(r: Regression) -> str:
         return "change, undone later" if r.state == "undone" else "change"
     if r.state:
         return f"{r.state} alert"
-    return {ENVIRONMENT: "environment, no alert"}.get(r.kind, r.kind)
+    return {ENVIRONMENT: "environment, no alert", UNCONFIRMED: "unconfirmed, no alert"}.get(r.kind, r.kind)
 
 
 def evidence_of(r: Regression) -> str:

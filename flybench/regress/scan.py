@@ -96,6 +96,8 @@ KEPT = LEVEL + AFTER + MODE_RUNS + SCATTER_RUNS
 """Runs of a series a stored replay keeps (besides those of its open alerts): more than any judgement reads."""
 TREND_Z = 2.0
 """Standard errors of its slope by which the runs before a boundary must slope for their trend to be one (`_drift`)."""
+PAIRS = 5
+"""A series' other paired A/Bs needed to say how its paired runs scatter; with fewer a pair separates nothing."""
 MAD_TO_SIGMA = 1.4826
 CONFIDENCE = 0.8
 """How sure the scatter a step must beat is not an underestimate (`_few_runs`)."""
@@ -107,7 +109,7 @@ SeriesKey = tuple[str, str, str]
 class Verdict(NamedTuple):
     """What the commits between two measured runs say about a series' step.
 
-    `kind` is "code", COMPILER, "untouched" or "unknown"; `basis` the evidence it rests on: "machine code" (the series'
+    `kind` is "code", COMPILER, "untouched", "unknown" or UNCONFIRMED (`_confirmed`); `basis` the evidence it rests on: "machine code" (the series'
     kernels compiled at both ends), "files" (which files the range changed, the compiler's counted as code) or
     "none" (the store has no commits for the range)."""
 
@@ -117,6 +119,7 @@ class Verdict(NamedTuple):
 
 
 MACHINE_CODE, FILES, NO_ATTRIBUTION = "machine code", "files", "none"
+UNCONFIRMED = episodes.UNCONFIRMED
 COMPILER = "compiler"
 """The kind of a range that changed the compiler and nothing else the series runs, where no machine code says
 what the compiler emitted: an alert, but one the series' modes and its job's shift can still explain (a compiler
@@ -136,8 +139,13 @@ class Attribution:
 
     def __init__(self, changes: pd.DataFrame, touches: pd.DataFrame, paired: pd.DataFrame,
                  machine_code: pd.DataFrame | None = None, series_kernels: pd.DataFrame | None = None,
-                 arch: str | None = None) -> None:
+                 arch: str | None = None, main_pairs: pd.DataFrame | None = None) -> None:
         self.arch = arch
+        self._main_pairs: dict[tuple[str, str], dict[str, float]] = defaultdict(dict)
+        if main_pairs is not None:
+            for benchmark, params, commit, delta in zip(main_pairs["benchmark"], main_pairs["params"],
+                                                        main_pairs["hash"], main_pairs["delta_pct"]):
+                self._main_pairs[benchmark, alerts.canonical(params)][commit] = delta
         self._order = list(changes["hash"])
         self._position = {h: i for i, h in enumerate(self._order)}
         self._pr = {h: (None if pd.isna(pr) else int(pr)) for h, pr in zip(changes["hash"], changes["merged_pr"])}
@@ -169,7 +177,8 @@ class Attribution:
     def stored(cls, db_path: str | Path, subject: str, machine: str) -> Attribution:
         return cls(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
                    queries.paired_changes(db_path, subject, machine), queries.machine_code(db_path, subject),
-                   queries.series_kernels(db_path, subject), queries.machine_arch(db_path, machine))
+                   queries.series_kernels(db_path, subject), queries.machine_arch(db_path, machine),
+                   queries.main_pairs(db_path, subject, machine))
 
     def digest(self, judged: list[str]) -> str:
         """What the attribution says of ranges among the commits `judged` (main's commits up to the newest of them
@@ -182,6 +191,7 @@ class Attribution:
                  sorted((k, sorted((c, f) for c, f in t.items() if c in inside)) for k, t in self._touches.items()),
                  sorted((k, sorted((c, e) for c, e in v.items() if c in measured)) for k, v in self._code.items()),
                  sorted((k, sorted(v)) for k, v in self._kernels.items()),
+                 sorted((k, sorted((c, d) for c, d in v.items() if c in measured)) for k, v in self._main_pairs.items()),
                  sorted((k, d) for k, d in self._paired.items() if k[2] in {self._pr.get(c) for c in span}))
         return hashlib.sha256(repr(facts).encode()).hexdigest()[:16]
 
@@ -278,6 +288,51 @@ class Attribution:
             if worse >= 100 * thresholds.step_floor:
                 found.append(f"paired: #{pr}'s own CI job measured it {delta:+.1f}% against main")
         return found
+
+    def other_pairs(self, benchmark: str, params: str, between: list[str]) -> list[tuple[str, float]]:
+        """The series' same-job comparisons (who, change in percent) that say how the runner alone moves it within a
+        job, up to the range's end: main runs against the job's rebuild of main (the same code twice), and the
+        paired A/Bs of pull requests merged outside the range that did not change what it runs."""
+        if not between or between[-1] not in self._position:
+            return []
+        end = self._position[between[-1]]
+        inside = {self._pr.get(c) for c in between} - {None}
+        touched = {self._pr.get(c) for c in self._touches.get((benchmark, params), {})} - {None}
+        merged = {pr for c, pr in self._pr.items() if pr is not None and self._position[c] <= end}
+        pairs = [(f"#{pr}", d) for (b, p, pr), d in self._paired.items() if b == benchmark and p == params
+                 and pr in merged and pr not in inside and pr not in touched and math.isfinite(d)]
+        pairs += [(f"main at {c[:8]}", d) for c, d in self._main_pairs.get((benchmark, params), {}).items()
+                  if c in self._position and self._position[c] <= end and math.isfinite(d)]
+        return sorted(pairs)
+
+    def paired_separates(self, benchmark: str, params: str, between: list[str], thresholds: Thresholds
+                         ) -> tuple[bool, str]:
+        """Whether a pull request merged in the range measured the series worse in its own CI job (`vs_main`) by
+        more than the step floor and `noise_k` times the scatter of the series' other paired A/Bs (`other_pairs`),
+        and the words for it.
+
+        A runner that flips between modes within a job can put a pull request's run and main's in different
+        modes, so a pair is evidence only beyond what the series' pairs show without a change."""
+        inside = {self._pr.get(c) for c in between} - {None}
+        others = [d for _, d in self.other_pairs(benchmark, params, between)]
+        sign = -1.0 if thresholds.bigger_is_better else 1.0
+        mine = sorted(((sign * d, pr) for (b, p, pr), d in self._paired.items()
+                       if b == benchmark and p == params and pr in inside and math.isfinite(d)), reverse=True)
+        if not mine:
+            return False, "no pull request of the range has a paired A/B of it"
+        worse, pr = mine[0]
+        if len(others) < PAIRS:
+            return False, (f"#{pr}'s paired A/B ({sign * worse:+.1f}%) cannot be told from the runner: the series has "
+                           f"{len(others)} other same-job comparison(s), too few to say how they scatter")
+        center = statistics.median(others)
+        spread = MAD_TO_SIGMA * statistics.median(abs(d - center) for d in others)
+        needed = max(100 * thresholds.step_floor, thresholds.noise_k * spread)
+        if worse >= needed:
+            return True, (f"#{pr}'s own CI job measured it {sign * worse:+.1f}% against main, beyond "
+                          f"{thresholds.noise_k:g} x the scatter of its {len(others)} other same-job comparisons "
+                          f"({spread:.1f}%)")
+        return False, (f"#{pr}'s paired A/B ({sign * worse:+.1f}%) is within {thresholds.noise_k:g} x the scatter "
+                       f"of its {len(others)} other same-job comparisons ({spread:.1f}%) or the step floor")
 
     def _names(self, commits: list[str]) -> str:
         names = [f"#{self._pr[c]}" if self._pr.get(c) is not None else c[:8] for c in commits]
@@ -573,6 +628,57 @@ def _visited(before: list[float], old: float, new: float) -> bool:
     return sum(abs(x - new) < abs(x - old) for x in earlier) >= VISITS
 
 
+def _flip(s: _Series, series: list[float], k: int, needed: float, attribution: Attribution) -> str | None:
+    """The series' latest move between two runs before the boundary `k` (within the MODE_RUNS + LEVEL runs the
+    bimodal rule searches, `_visited`) as large as a step must be, over a range that did not change its code: words
+    for it, or None where it made none. Such a move is a runner's mode flip (or a compiler change that no machine
+    code says reached it)."""
+    for j in range(k - 1, max(0, k - MODE_RUNS - LEVEL), -1):
+        jump = series[j] - series[j - 1]
+        if abs(jump) >= needed and attribution.kind(s.key[1], s.params_text, s.commits[j - 1], s.commits[j]) \
+                != "code":
+            moved = s.values[j] / s.values[j - 1] - 1
+            return f"{moved:+.1%} at {s.commits[j - 1][:8]}..{s.commits[j][:8]}"
+    return None
+
+
+def _confirmed(s: _Series, k: int, i: int, needed: float, verdict: Verdict, attribution: Attribution) -> Verdict:
+    """A step that rests on files alone (no machine code says what the range emitted) on a series that flips
+    between runner modes is an alert only where evidence separates the code from the runner; else UNCONFIRMED.
+
+    The series flips where the runner alone has moved it as far as a step must: between two of its main runs
+    before the boundary over a range that did not change its code (`_flip`), or between two runs of unchanged code
+    in one job (`Attribution.other_pairs`: a main run and the job's rebuild of main, or main and a pull request
+    that did not change what it runs). Two kinds
+    of evidence separate:
+    - **the job's shift**: its main runs flipped with its workload, not net of the job's shift, and no pair did,
+      so its step net of that shift is its own;
+    - **the paired A/B**: a pull request of the range measured it worse in its own job, beyond the scatter of
+      the series' other pairs (`Attribution.paired_separates`).
+    The evidence says which decided."""
+    sign = -1.0 if s.thresholds.bigger_is_better else 1.0
+    raw = [sign * math.log(v) for v in s.values]
+    net_flip, raw_flip = _flip(s, s.nets, k, needed, attribution), _flip(s, raw, k, needed, attribution)
+    between = attribution.commits(s.commits[k - 1], s.commits[i]) or []
+    limit = 100 * math.expm1(needed)
+    pairs = [f"{who} {d:+.1f}%" for who, d in attribution.other_pairs(s.key[1], s.params_text, between)
+             if abs(d) >= limit]
+    flips = ([f"it moved {net_flip} net of its job's shift"] if net_flip else []) + (
+        [f"{len(pairs)} same-job comparison(s) of unchanged code differ by a step's size ({_some(pairs, 3)})"]
+        if pairs else [])
+    if not flips and raw_flip is None:
+        return verdict
+    if not flips:
+        return verdict._replace(evidence=f"{verdict.evidence}; confirmed by the job's shift: the series flipped "
+                                         f"({raw_flip}) with its workload, not net of it")
+    separated, paired = attribution.paired_separates(s.key[1], s.params_text, between, s.thresholds)
+    if separated:
+        return verdict._replace(evidence=f"{verdict.evidence}; confirmed by the paired A/B: {paired}")
+    return Verdict(UNCONFIRMED, f"unconfirmed (files only, on a series that flips between runner modes: "
+                                f"{'; '.join(flips)}; neither the job's shift nor a paired A/B separates code from "
+                                f"runner: {paired}): {verdict.evidence}", FILES)
+
+
 def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], float]
            ) -> tuple[Step, float, float, Verdict] | None:
     """The series' worst step among the boundaries with PERSIST to AFTER runs after them, if one passes: the step,
@@ -626,6 +732,8 @@ def _judge(s: _Series, attribution: Attribution, typical: Callable[[_Series], fl
         verdict = attribution.judge(s.key[1], s.params_text, s.commits[k - 1], s.commits[i], t)
         if verdict.kind != "code" and _visited(s.nets[:k], old, new):  # a code range may go back to a level
             continue
+        if verdict.basis == FILES and verdict.kind in ("code", COMPILER):
+            verdict = _confirmed(s, k, i, needed, verdict, attribution)
         best = (rise, k, i, old, new, before, after_value, verdict)
     if best is None:
         return None
@@ -676,6 +784,8 @@ class _State:
         for s, step, old, new, v in candidates:
             if v.kind == "untouched":
                 self._environment(s, self.regression(s, step, episodes.ENVIRONMENT, v.evidence))
+            elif v.kind == UNCONFIRMED:
+                self._environment(s, self.regression(s, step, UNCONFIRMED, v.evidence))
             elif v.kind in ("code", COMPILER):
                 self._alert(self.regression(s, step, "step", v.evidence), old, new, s, v)
 
@@ -689,7 +799,8 @@ class _State:
         return counts
 
     def _environment(self, s: _Series, r: Regression) -> None:
-        """List the environment's step once, and not at all where it is an alert's step seen from a later run."""
+        """List a step that is no alert (the environment's, an unconfirmed one) once, and not at all where it is an
+        alert's step seen from a later run."""
         if not any(alerts.same_step(e, r) for e in self._environment_of[s.key]) \
                 and not any(alerts.same_step(self.alerts[i].regression, r) for i in self._alerts_of[s.key]):
             self._environment_of[s.key].append(r)

@@ -573,6 +573,29 @@ def paired_changes(db_path: str | Path, subject: str, machine: str) -> pd.DataFr
         GROUP BY ALL""", [subject, machine])
 
 
+def history_steps(db_path: str | Path, subject: str | None = None, kind: str | None = None) -> pd.DataFrame:
+    """The history scan's stored steps that are not alerts (`regression_steps`): kind 'environment' (the runner's),
+    'unconfirmed' (a step resting on files alone on a series that flips between runner modes, with nothing that
+    separates code from runner: never an alert, never exit 1) or 'change' (a deterministic metric's), each with
+    the evidence that decided it. Rows of a scan that is stale are as it left them (`stored.refresh` rewrites)."""
+    return _query(db_path, "SELECT subject, machine, env_name, benchmark, params::VARCHAR AS params, unit, kind, runs, "
+                           "last_good, first_bad, before, after, evidence FROM regression_steps "
+                           "WHERE (?::VARCHAR IS NULL OR subject = ?) AND (?::VARCHAR IS NULL OR kind = ?) "
+                           "ORDER BY subject, machine, benchmark, params, first_bad", [subject, subject, kind, kind])
+
+
+def main_pairs(db_path: str | Path, subject: str, machine: str) -> pd.DataFrame:
+    """Per series on the machine and main commit, the change in percent that a main run measured against the
+    rebuild of main in its own CI job (an imported main record's `vs_main` labelled 'main'): the same code twice in
+    one job, so how far the runner alone moves the series within a job."""
+    return _query(db_path, """
+        SELECT benchmark, params::VARCHAR AS params, commit_hash AS hash,
+               arg_max(TRY_CAST(source_record->'vs_main'->>'delta_pct' AS DOUBLE), TRY_CAST(run_id AS BIGINT)) AS delta_pct
+        FROM results WHERE subject = ? AND machine = ? AND pr IS NULL AND run_context = 'main'
+          AND source_record->'vs_main'->>'label' = 'main' AND source_record->'vs_main'->>'delta_pct' IS NOT NULL
+        GROUP BY ALL""", [subject, machine])
+
+
 def longest_series(db_path: str | Path, machine: str | None = None, subject: str | None = None) -> int:
     """The most measured commits any one result series has: whether a history is long enough to judge."""
     where, args = _where(machine=machine, subject=subject)
