@@ -2,7 +2,10 @@
 
 A results file's counter sidecar, `<commit8>-<env>.counters.jsonl`, is
 ingested after the results, a file at a time: its rows are replaced whole
-when its bytes changed, and left alone when they did not. It is tracked
+when its bytes changed, and left alone when they did not. A file read in
+part (lines skipped) replaces only the rows of the cases its good lines
+hold, and one that holds no record is refused with its rows kept: an
+emptied file took its rows with it, without a word. It is tracked
 like every other ingested file (kind `counters`), so a file that vanished
 takes its rows only when the user asks (`--prune`). A counter pass never
 adds timing rows; these tables are read beside results, never instead.
@@ -60,12 +63,25 @@ def ingest_record_files(conn: duckdb.DuckDBPyConnection, tracker: FileTracker, s
         except (OSError, BadInput) as exc:  # a FIFO, a device or a binary file there is refused (BadInput)
             errors.append(FileError(str(path), f"{reason(exc)}; its {what} rows were not loaded"))
             continue
-        warnings += skipped
         relpath = tracker.relpath(path)
+        if not records:  # emptied (a full disk, a damaged copy) or of another format: not the end of its rows
+            first = skipped[0].removeprefix(f"{path}, ") if skipped else ""
+            errors.append(FileError(str(path), f"it holds no {what} record"
+                                    + (f" ({len(skipped)} line{'s' * (len(skipped) > 1)} skipped; {first})"
+                                       if skipped else "")
+                                    + "; what was stored from it is kept: restore it from its runner, or move it "
+                                    "aside, and ingest again"))
+            continue
+        warnings += skipped
         found = rows(subject, relpath, records)
+        # A file read in part replaces only the rows of the cases its good lines hold: the skipped lines may be
+        # the very records the other stored rows came from.
+        cases = {(row["benchmark"], row["params"]) for table_rows in found for row in table_rows} if skipped else None
+        if skipped and tracker.is_known(relpath):
+            warnings.append(f"{path}: the stored {what} rows of cases no good line holds are kept")
         conn.begin()
         try:
-            remove_rows(conn, subject, relpath, [table for table, _ in tables])
+            remove_rows(conn, subject, relpath, [table for table, _ in tables], cases)
             for (table, columns), table_rows in zip(tables, found):
                 if table_rows:
                     conn.register("incoming_records", pd.DataFrame(table_rows, columns=list(columns), dtype=object))
@@ -85,10 +101,17 @@ def remove(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str) -> None:
     remove_rows(conn, subject, relpath, ["counter_cases", "counters"])
 
 
-def remove_rows(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str, tables: list[str]) -> None:
-    """The rows one record file put in these tables (the caller holds the transaction)."""
+def remove_rows(conn: duckdb.DuckDBPyConnection, subject: str, relpath: str, tables: list[str],
+                cases: set[tuple[str, str]] | None = None) -> None:
+    """The rows one record file put in these tables, or only those of `cases` (benchmark, params) when given (the
+    caller holds the transaction)."""
     for table in tables:
-        conn.execute(f"DELETE FROM {table} WHERE subject = ? AND source_file = ?", [subject, relpath])
+        if cases is None:
+            conn.execute(f"DELETE FROM {table} WHERE subject = ? AND source_file = ?", [subject, relpath])
+        else:
+            conn.execute(f"DELETE FROM {table} WHERE subject = ? AND source_file = ? AND list_contains("
+                         "?::VARCHAR[], benchmark || chr(31) || params::VARCHAR)",
+                         [subject, relpath, [f"{benchmark}\x1f{params}" for benchmark, params in cases]])
 
 
 def _rows(subject: str, relpath: str, records: list[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
