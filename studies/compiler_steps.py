@@ -40,7 +40,7 @@ def steps(db: Path, subject: str) -> list[dict]:
             [subject, subject]).fetchall()
     attributions: dict[str, scan.Attribution] = {}
     for machine, benchmark, params, last_good, first_bad, before, after, kind, evidence, table in found:
-        att = attributions.setdefault(machine, scan.Attribution.stored(db, subject, machine))
+        att = attributions.setdefault(machine, stored.attribution(db, subject, machine))
         between = att.commits(last_good, first_bad)
         if not between:
             continue

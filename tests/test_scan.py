@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from flybench.importers.flydsl_ci.store import import_file
-from flybench.regress import RegressConfig, scan, stored
+from flybench.regress import RegressConfig, checkpoint, scan, stored
 from flybench.store import connect, queries
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "flydsl-ci-history-2026-06-11_2026-07-12.json.gz"
@@ -354,8 +354,6 @@ def test_each_commit_is_judged_from_the_rows_up_to_it() -> None:
 
 
 def test_a_replay_resumed_from_a_stored_checkpoint_equals_the_whole_replay() -> None:
-    import pickle
-
     values = noisy(1000, 8, 1) + [940.0] * 4 + [1000.0] + [940.0] * 2 + [1001.0, 999.0] + noisy(1002, 60, 9)
     series = {(BENCH, "a"): values, (BENCH, "b"): noisy(1000, len(values), 4)}
     att, frame = attribution(len(values), {"c08": [(BENCH, "a")]}), history(series)
@@ -363,7 +361,9 @@ def test_a_replay_resumed_from_a_stored_checkpoint_equals_the_whole_replay() -> 
     resumed = scan.Replay("flydsl", "mi355", RegressConfig())
     for start in range(0, len(values), 7):
         chunk = frame[frame["commit_hash"].isin([f"c{i:02d}" for i in range(start, start + 7)])]
-        resumed = pickle.loads(pickle.dumps(resumed.feed(chunk, att).trimmed())).resumed(RegressConfig())
+        resumed = resumed.feed(chunk, att)
+        resumed = checkpoint.load(checkpoint.dump(resumed.trimmed()), "flydsl", "mi355", resumed.commits,
+                                  RegressConfig())
     assert resumed.scan() == whole
 
 

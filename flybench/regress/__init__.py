@@ -14,7 +14,7 @@ from typing import Any
 _HOME = {
     "CaseResult": "compare", "Comparison": "compare", "ResourceChange": "compare",
     "RegressConfig": "config", "Thresholds": "config", "load_config": "config",
-    "Regression": "history", "Step": "history", "find_regressions": "history",
+    "Regression": "history", "Step": "history", "find_regressions": "stored",
     "exit_code": "report", "markdown": "report", "terminal": "report", "to_json": "report",
 }
 __all__ = sorted(_HOME, key=str.lower)

@@ -215,7 +215,7 @@ def _history_noise(db_path: str | Path, machine: str, subject: str | None,
     """Each case's noise over its history on the machine: the last scan's where the store is current (a read),
     else computed from the history, as `noise.from_history` does (a fit per case; the history read once)."""
     known = stored.history_noise(db_path, machine, subject, cfg)
-    history = functools.cache(lambda: noise.histories(db_path, machine, subject))
+    history = functools.cache(lambda: noise.histories(queries.series_values(db_path, machine, subject)))
 
     def of(key: tuple[str, str, str], unit: str | None, thresholds: Thresholds) -> noise.Noise | None:
         if (*key, unit) in known:

@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -38,9 +37,7 @@ from asv._stats import get_weight  # the data-point weight asv publish gives ste
 from flybench.benchmark_names import series_name
 from flybench.regress import episodes
 from flybench.regress.accepted import Acceptance, accepted_through
-from flybench.regress.config import RegressConfig, Thresholds, load_config
-from flybench.store import queries
-from flybench.store.db import DEFAULT_DB
+from flybench.regress.config import RegressConfig, Thresholds
 
 MAD_TO_SIGMA = 1.4826
 """Scales a median absolute deviation to a standard deviation for normal noise."""
@@ -198,52 +195,43 @@ def _series_noise_of(points: tuple[Point, ...], thresholds: Thresholds) -> float
     return _value_noise(noise, _badness(statistics.median(measured), thresholds) or 1.0, thresholds)
 
 
-def find_regressions(
-    db_path: str | Path = DEFAULT_DB,
-    machine: str | None = None,
-    subject: str | None = None,
-    benchmark: str | None = None,
-    config: RegressConfig | str | Path | None = None,
-    accepted: list[Acceptance] | None = None,
-) -> list[Regression]:
-    """Open regressions over the stored history (and every compile-metric change), worst first.
+def find_in(rows: pd.DataFrame, compile_rows: pd.DataFrame, cfg: RegressConfig, benchmark: str | None = None,
+            accepted: list[Acceptance] | None = None) -> list[Regression]:
+    """Open regressions over a stored history (`queries.history` rows, and `queries.compile_history` rows for
+    every compile-metric change), worst first: the store is read by `flybench.regress.stored.find_regressions`.
 
-    `benchmark` is a glob on benchmark names; `config` a RegressConfig or a
-    flybench.toml path (default ./flybench.toml when present). A step at or
-    before a level someone `accepted` for its series is not reported.
+    `benchmark` is a glob on benchmark names. A step at or before a level
+    someone `accepted` for its series is not reported.
     """
-    cfg = config if isinstance(config, RegressConfig) else load_config(config)
     found: list[Regression] = []
     series_per_kernel: Counter[episodes.KernelKey] = Counter()
-    for (subj, mach, env, name, params), rows in _series(
-            queries.history(db_path, machine=machine, subject=subject),
-            ["subject", "machine", "env_name", "benchmark", "params"], "benchmark", benchmark):
+    for (subj, mach, env, name, params), series in _series(
+            rows, ["subject", "machine", "env_name", "benchmark", "params"], "benchmark", benchmark):
         decoded = json.loads(params)
-        unit = rows[0]["unit"]
+        unit = series[0]["unit"]
         thresholds = cfg.thresholds(name, ", ".join(map(str, decoded.values())), unit)
-        points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r)) for r in rows]
+        points = [Point(r["commit_hash"], r["value"] if r["status"] == "ok" else None, _weight(r)) for r in series]
         kind = "change" if thresholds.deterministic else "step"
         commits = [p.commit for p in points]
         through = accepted_through(accepted or [], subj, mach, name, decoded, commits)
-        runs = {r["commit_hash"]: r.get("run_context") or r.get("branch") or "" for r in rows}
+        runs = {r["commit_hash"]: r.get("run_context") or r.get("branch") or "" for r in series}
         series_per_kernel[episodes.kernel_key(subj, mach, env, name, decoded)] += 1
         found += [Regression(subj, mach, env, name, decoded, unit, s, kind, runs[s.first_bad])
                   for s in detect(points, thresholds, cfg.window) if commits.index(s.first_bad) > through]
     found = episodes.read_together(found, series_per_kernel, cfg)
-    found += compile_changes(db_path, machine, subject, benchmark, cfg)
+    found += compile_changes(compile_rows, cfg, benchmark)
     return sorted(found, key=lambda r: (not r.regressed, not r.step.worse, -abs(r.step.relative)))
 
 
-def compile_changes(db_path: str | Path, machine: str | None, subject: str | None, kernel: str | None,
-                    cfg: RegressConfig) -> list[Regression]:
-    """Every change of a compile-only metric (deterministic: no statistics), per kernel, arch and metric."""
+def compile_changes(rows: pd.DataFrame, cfg: RegressConfig, kernel: str | None = None) -> list[Regression]:
+    """Every change of a compile-only metric (deterministic: no statistics), per kernel, arch and metric, in
+    `queries.compile_history` rows."""
     found = []
-    for (subj, mach, name, arch, metric), rows in _series(
-            queries.compile_history(db_path, machine=machine, subject=subject),
-            ["subject", "machine", "kernel", "arch", "metric"], "kernel", kernel):
-        unit = rows[0]["unit"]
+    for (subj, mach, name, arch, metric), series in _series(
+            rows, ["subject", "machine", "kernel", "arch", "metric"], "kernel", kernel):
+        unit = series[0]["unit"]
         thresholds = cfg.thresholds(name, f"{arch}, {metric}", unit)
-        points = [Point(r["commit_hash"], r["value"]) for r in rows]
+        points = [Point(r["commit_hash"], r["value"]) for r in series]
         found += deterministic_regressions(subj, mach, "", name, {"arch": arch, "metric": metric}, unit, points,
                                            thresholds)
     return found
@@ -260,7 +248,7 @@ def _series(frame: pd.DataFrame, key: list[str], name: str,
     compile-only kernel, as Regression.benchmark names them) matches the glob."""
     groups: dict[tuple, list[dict]] = {}
     columns = [c for c in SCANNED if c in frame]  # samples and source records stay behind
-    values = [[None if queries.is_null(v) else v for v in frame[c].tolist()] for c in columns]
+    values = [[None if pd.isna(v) else v for v in frame[c].tolist()] for c in columns]
     for row in (dict(zip(columns, cells)) for cells in zip(*values)):
         groups.setdefault(tuple(row[k] for k in key), []).append(row)
     for series_key, rows in groups.items():

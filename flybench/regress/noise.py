@@ -15,11 +15,11 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+import pandas as pd
 
 from flybench.regress.config import Thresholds
 from flybench.regress.history import Point, series_noise
-from flybench.store import queries
 
 MIN_HISTORY = 5
 """Measured commits of a series below which its history says nothing about its noise."""
@@ -50,11 +50,9 @@ def of_history(absolute: float, level: float) -> Noise:
     return Noise(absolute / level, "history")
 
 
-def histories(db_path: str | Path, machine: str, subject: str | None,
-              only: list[tuple[str, str, str]] | None = None) -> dict[tuple[str, str, str], list[Point]]:
-    """Every series' values over the machine's stored history, oldest commit first, keyed by (environment,
-    benchmark, params as stored): the points `from_history` takes. `only`: just these series."""
-    frame = queries.series_values(db_path, machine, subject, only)
+def histories(frame: pd.DataFrame) -> dict[tuple[str, str, str], list[Point]]:
+    """Every series' values over a machine's stored history (`queries.series_values` rows), oldest commit first,
+    keyed by (environment, benchmark, params as stored): the points `from_history` takes."""
     values = frame["value"].where(frame["status"] == "ok").tolist()  # NULL and a failed row's value: NaN
     series: dict[tuple[str, str, str], list[Point]] = {}
     for env, name, params, commit, value in zip(frame["env_name"], frame["benchmark"], frame["params"],

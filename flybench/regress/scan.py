@@ -57,7 +57,6 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import NamedTuple
 
 import pandas as pd
@@ -69,7 +68,6 @@ from flybench.compile.affected import flydsl_shared
 from flybench.regress import alerts, episodes
 from flybench.regress.config import RegressConfig, Thresholds
 from flybench.regress.history import PERSIST, Point, Regression, Step, deterministic_regressions, resolution
-from flybench.store import queries
 
 LEVEL = 4
 """Measured runs before a boundary whose median is the old level."""
@@ -172,13 +170,6 @@ class Attribution:
                 if self.arch is None or target == self.arch:
                     self._kernels[benchmark, alerts.canonical(params)].append((kernel, target))
         self._kinds: dict[tuple[str, str, str, str], str] = {}
-
-    @classmethod
-    def stored(cls, db_path: str | Path, subject: str, machine: str) -> Attribution:
-        return cls(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
-                   queries.paired_changes(db_path, subject, machine), queries.machine_code(db_path, subject),
-                   queries.series_kernels(db_path, subject), queries.machine_arch(db_path, machine),
-                   queries.main_pairs(db_path, subject, machine))
 
     def digest(self, judged: list[str]) -> str:
         """What the attribution says of ranges among the commits `judged` (main's commits up to the newest of them
@@ -408,7 +399,7 @@ class Replay:
 
     `feed` takes the rows of commits after the last one fed; the state it leaves is everything the next commit's
     judgement reads, so a replay fed a month at once and one fed night by night are the same replay (the
-    stored checkpoint of `flybench.regress.stored` is this object)."""
+    stored checkpoint of `flybench.regress.stored` is this state, written as data by `checkpoint`)."""
 
     def __init__(self, subject: str, machine: str, cfg: RegressConfig) -> None:
         self.subject, self.machine, self.cfg = subject, machine, cfg
@@ -459,11 +450,6 @@ class Replay:
                     setattr(s, name, getattr(s, name)[cut:])
         return self
 
-    def resumed(self, cfg: RegressConfig) -> Replay:
-        """A stored replay ready to go on under `cfg` (the same thresholds it was stored under)."""
-        self.cfg = self.state.cfg = cfg
-        return self
-
     def scan(self) -> Scan:
         """The alerts, their events and the steps that are not alerts, as of the newest commit fed."""
         listed = []
@@ -501,9 +487,6 @@ class Replay:
                                                (env, workload_of(benchmark)))
             for r in rows_of:
                 if r.status == "ok" and _fits(r.value):
-                    if s.resolution != 0.0:  # full precision stays full precision
-                        unit = resolution([r.value])
-                        s.resolution = unit if s.resolution is None or not unit else min(s.resolution, unit)
                     bad = -math.log(r.value) if s.thresholds.bigger_is_better else math.log(r.value)
                     points[r.commit_hash].append((s, bad, r.value, _text(r.run_context) or _text(r.branch)))
         return points
@@ -568,6 +551,9 @@ def _advance_nets(here: list, commit: str, attribution: Attribution) -> None:
             moves[s.group].append(bad - statistics.median(s.nets[-LEVEL:]))
     shift = {g: statistics.median(m) if len(m) >= WITNESSES else 0.0 for g, m in moves.items()}
     for s, bad, value, runs in here:
+        if s.resolution != 0.0:  # the printed digit of the runs so far: full precision stays full precision
+            unit = resolution([value])
+            s.resolution = unit if s.resolution is None or not unit else min(s.resolution, unit)
         s.commits.append(commit)
         s.values.append(value)
         s.nets.append(bad - shift.get(s.group, 0.0))

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import pickle
+import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -42,11 +43,11 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from flybench.regress import alerts, noise, scan
+from flybench.regress import alerts, checkpoint, noise, scan
 from flybench.regress.accepted import Acceptance
 from flybench.regress.config import RegressConfig, load_config
-from flybench.regress.history import Point, Regression, Step, compile_changes, series_noise
-from flybench.store import queries
+from flybench.regress.history import Point, Regression, Step, compile_changes, find_in, series_noise
+from flybench.store import queries, schema
 from flybench.store.db import DEFAULT_DB, connect
 
 DETECTOR = "7"
@@ -104,22 +105,43 @@ def fingerprint(config: RegressConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path | None = None) -> list[Scope]:
+def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path | None = None,
+            say: Callable[[str], None] | None = None) -> list[Scope]:
     """Rescan every (subject, machine) whose rows or thresholds changed since it was stored; the ones rescanned.
 
     Scans of machines that no longer have rows are dropped. Runs after the
     writer has closed the database (the detector reads through `queries`).
+    A stored checkpoint that does not match its store is replayed from the
+    first commit, and `say` (default: stderr) is told once why. Ctrl-C
+    inside one of the scan's queries, which DuckDB answers with its own
+    RuntimeError, ends it as Ctrl-C.
     """
     cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    try:
+        return _refresh(db_path, cfg, say or _stderr)
+    except RuntimeError as exc:
+        if str(exc) != "Query interrupted":
+            raise
+        raise KeyboardInterrupt from None
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _refresh(db_path: str | Path, cfg: RegressConfig, say: Callable[[str], None]) -> list[Scope]:
     mark = fingerprint(cfg)
     with connect(db_path) as conn:  # a writer's connection: an older store is migrated first
         current = _digests(conn)
         scans = _scans(conn)
         stale = [scope for scope, digest in current.items() if scans.get(scope) != (digest, mark)]
         units = _series_units(conn, stale)
-    replays = {scope: _replayed(db_path, scope, cfg, mark) for scope in stale}
+        if schema.recreate(conn, "scan_checkpoints") and stale:
+            say("regressions: the store had no scan_checkpoints table (damaged or edited); made it again, and "
+                "every machine is replayed from its first commit")
+    replays = {scope: _replayed(db_path, scope, cfg, mark, say) for scope in stale}
     found = {scope: _with_compile_changes(db_path, scope, cfg, r.replay.scan()) for scope, r in replays.items()}
-    series = {scope: noise.histories(db_path, scope[1], scope[0], None if r.moved is None else r.moved)
+    series = {scope: noise.histories(queries.series_values(db_path, scope[1], scope[0], r.moved))
               for scope, r in replays.items()}
     noises = pd.DataFrame([row for scope in stale for row in _noise_rows(scope, series[scope], units.get(scope, []),
                                                                           cfg)], columns=list(_NOISE_COLUMNS))
@@ -141,7 +163,7 @@ def refresh(db_path: str | Path = DEFAULT_DB, config: RegressConfig | str | Path
             conn.execute("INSERT INTO scan_checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)",
                          [*scope, mark, replays[scope].replay.commits, _rows_digest(conn, scope),
                           replays[scope].attribution.digest(replays[scope].replay.commits),
-                          pickle.dumps(replays[scope].replay.trimmed())])
+                          checkpoint.dump(replays[scope].replay.trimmed())])
         steps = pd.DataFrame([_row(r) for scope in stale for r in found[scope].steps], columns=list(_STEP_COLUMNS))
         kept = pd.DataFrame([_alert_row(a) for scope in stale for a in found[scope].alerts],
                             columns=list(_ALERT_COLUMNS))
@@ -166,13 +188,31 @@ def scan_scope(db_path: str | Path, scope: Scope, cfg: RegressConfig, benchmark:
     frame = queries.scan_rows(db_path, machine, subject)
     if benchmark:
         frame = frame[[fnmatchcase(b, benchmark) for b in frame["benchmark"]]]
-    found = scan.replay(subject, machine, frame, scan.Attribution.stored(db_path, subject, machine), cfg)
+    found = scan.replay(subject, machine, frame, attribution(db_path, subject, machine), cfg)
     return _with_compile_changes(db_path, scope, cfg, found, benchmark)
+
+
+def attribution(db_path: str | Path, subject: str, machine: str) -> scan.Attribution:
+    """The subject's code attribution as the store holds it (`scan.Attribution`), with the machine's paired runs."""
+    return scan.Attribution(queries.code_changes(db_path, subject), queries.code_touches(db_path, subject),
+                            queries.paired_changes(db_path, subject, machine), queries.machine_code(db_path, subject),
+                            queries.series_kernels(db_path, subject), queries.machine_arch(db_path, machine),
+                            queries.main_pairs(db_path, subject, machine))
+
+
+def find_regressions(db_path: str | Path = DEFAULT_DB, machine: str | None = None, subject: str | None = None,
+                     benchmark: str | None = None, config: RegressConfig | str | Path | None = None,
+                     accepted: list[Acceptance] | None = None) -> list[Regression]:
+    """The older rules (`history.find_in`: asv's step detection per series, steps read together) over the stored
+    history, worst first; `config` a RegressConfig or a flybench.toml path (default ./flybench.toml when present)."""
+    cfg = config if isinstance(config, RegressConfig) else load_config(config)
+    return find_in(queries.history(db_path, machine=machine, subject=subject),
+                   queries.compile_history(db_path, machine=machine, subject=subject), cfg, benchmark, accepted)
 
 
 def _with_compile_changes(db_path: str | Path, scope: Scope, cfg: RegressConfig, found: scan.Scan,
                           benchmark: str | None = None) -> scan.Scan:
-    found.steps += compile_changes(db_path, scope[1], scope[0], benchmark, cfg)
+    found.steps += compile_changes(queries.compile_history(db_path, scope[1], scope[0]), cfg, benchmark)
     return found
 
 
@@ -186,44 +226,42 @@ class _Replayed:
     moved: list[tuple[str, str, str]] | None
 
 
-def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str) -> _Replayed:
+def _replayed(db_path: str | Path, scope: Scope, cfg: RegressConfig, mark: str,
+              say: Callable[[str], None] = _stderr) -> _Replayed:
     """The scope's replay, resumed from its stored checkpoint where the history only grew since (in each
     environment the judged commits first, their rows and attribution unchanged, the same thresholds and detector),
     else from the first commit.
 
     A resumed replay reads only the new commits' rows, so a nightly's scan costs what the night added; it equals
     the whole replay because the replay is a fold over each environment's commits (tests/test_scan.py checks it
-    on the month)."""
+    on the month). The checkpoint is data (`checkpoint.load`); one that is not this scope's, or cannot be read,
+    is said (`say`) and replayed from the first commit."""
     subject, machine = scope
-    attribution = scan.Attribution.stored(db_path, subject, machine)
+    known = attribution(db_path, subject, machine)
     order = queries.scan_commits(db_path, machine, subject)
+    replay = None
     with connect(db_path, read_only=True) as conn:
         saved = conn.execute("SELECT config, commits, rows_digest, attribution, state FROM scan_checkpoints "
-                             "WHERE subject = ? AND machine = ?", list(scope)).fetchone()
+                             "WHERE subject = ? AND machine = ?", list(scope)).fetchone() \
+            if schema.exists(conn, "scan_checkpoints") else None
         if saved is not None:
             config, done, rows, attributed, state = saved
-            if config != mark or not _grown(order, set(done)) or _rows_digest(conn, scope, done) != rows \
-                    or attribution.digest(done) != attributed:
-                saved = None
-    replay = _unpickled(state) if saved is not None else None
+            try:
+                replay = checkpoint.load(state, subject, machine, done, cfg)
+            except checkpoint.Invalid as exc:
+                say(f"regressions: the stored scan of {machine} ({subject}) does not match its store ({exc}); "
+                    "replayed from the first commit")
+            if replay is not None and (config != mark or not _grown(order, set(done))
+                                       or _rows_digest(conn, scope, done) != rows
+                                       or known.digest(done) != attributed):
+                replay = None
     if replay is None:
         frame = queries.scan_rows(db_path, machine, subject)
-        return _Replayed(scan.Replay(subject, machine, cfg).feed(frame, attribution), attribution, None)
+        return _Replayed(scan.Replay(subject, machine, cfg).feed(frame, known), known, None)
     frame = queries.scan_rows(db_path, machine, subject, skip=done)
-    replay = replay.resumed(cfg).feed(frame, attribution)
+    replay = replay.feed(frame, known)
     moved = sorted({(e, b, p) for e, b, p in zip(frame["env_name"], frame["benchmark"], frame["params"])})
-    return _Replayed(replay, attribution, moved)
-
-
-def _unpickled(state: bytes) -> scan.Replay | None:
-    """A stored replay, or None where it cannot be read back (written by another version of the scan, or
-    damaged): the scan then starts from the first commit, as if none were stored. The checkpoint is the store's
-    own derived state, written by `refresh`; a store from elsewhere is rebuilt from its files."""
-    try:
-        replay = pickle.loads(state)
-    except Exception:  # noqa: BLE001 - any unreadable state means: replay from the first commit
-        return None
-    return replay if isinstance(replay, scan.Replay) else None
+    return _Replayed(replay, known, moved)
 
 
 def _grown(order: dict[str, list[str]], done: set[str]) -> bool:

@@ -515,3 +515,22 @@ def _known_version(conn: duckdb.DuckDBPyConnection, path: Path) -> int:
 def _created(step: list[str]) -> list[str]:
     """The tables a migration step creates."""
     return [m[1] for statement in step if (m := re.match(r"\s*CREATE TABLE (\w+)", statement))]
+
+
+def recreate(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Create `table` as its migration did where a store at the latest version lacks it (a damaged or hand-edited
+    store; derived tables only, which a scan fills again); whether it was missing. Only a table no later step
+    altered can be made again from its one statement."""
+    statements = [s for step in MIGRATIONS for s in step if re.match(rf"\s*(CREATE|ALTER) TABLE {table}\b", s)]
+    if len(statements) != 1 or not statements[0].lstrip().startswith("CREATE"):
+        raise ValueError(f"{table} is not made by one CREATE TABLE")
+    missing = not exists(conn, table)
+    if missing:
+        conn.execute(statements[0].replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
+    return missing
+
+
+def exists(conn: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether the connection's store (its default database) has `table`."""
+    return bool(conn.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ? "
+                             "AND database_name = current_database()", [table]).fetchone()[0])
