@@ -458,8 +458,11 @@ def test_empty_database_says_how_to_fill_it(tmp_path: Path, monkeypatch: pytest.
 def test_database_locked_by_a_writer_says_busy(dash_db: DashboardDB, tmp_path: Path,  # noqa: F811
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     db = Path(shutil.copy(dash_db.path, tmp_path / "locked.duckdb"))
-    hold = "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); time.sleep(60)"
-    writer = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdout=subprocess.PIPE, text=True)
+    # The writer holds the lock until the test closes its stdin (it was 60 s: a page run slower than that, on a
+    # loaded machine, found the lock gone).
+    hold = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('locked', flush=True); sys.stdin.read()"
+    writer = subprocess.Popen([sys.executable, "-c", hold, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
     try:
         assert writer.stdout is not None and writer.stdout.readline().strip() == "locked"
         monkeypatch.setenv("FLYBENCH_DB", str(db))
