@@ -93,3 +93,22 @@ def test_a_value_with_line_breaks_renders_no_list_and_no_heading() -> None:
     html = MarkdownIt("commonmark").render(f"Machine {literal_markdown(value)}: nothing on this page for it.")
     assert "<li>" not in html and "<h1>" not in html and "href" not in html
     assert html.count("<p>") == 1
+
+
+def test_an_address_with_a_bracket_that_opens_no_ipv6_host_is_refused_not_a_traceback(db: Path,  # noqa: F811
+                                                                                       tmp_path: Path, capsys) -> None:
+    """urlsplit raises ValueError ('Invalid IPv6 URL') on 'https://[x': each flag that takes an address says what
+    was wrong, exit 2; a real IPv6 host is taken."""
+    url = "https://[dash.example/flybench"
+    out = tmp_path / "out.md"
+    for argv in (["regressions", "--db", str(db), "--format", "markdown", "--output", str(out), "--dashboard-url",
+                  url],
+                 ["render", str(SAVED), "--output", str(out), "--full-report-url", url],
+                 ["render", str(SAVED), "--output", str(out), "--link", f"ISA diffs={url}"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        flag = next(word for word in argv if word.startswith("--") and word in (
+            "--dashboard-url", "--full-report-url", "--link"))
+        assert code == 2 and not out.exists(), argv
+        assert f"{flag} {url!r} is not an address" in err and "Traceback" not in err
+    assert link_address("https://[::1]:8501/flybench", "--link") == "https://[::1]:8501/flybench"

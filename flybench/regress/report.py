@@ -115,7 +115,12 @@ def link_address(url: str, flag: str) -> str:
     or another control character is refused (no address holds one; in markdown it ends the line), and blanks,
     parentheses and the rest of what markdown could read are percent-encoded (URL_SAFE): the link stays one
     link, to the host given."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # a '[' or ']' that opens no IPv6 host: 'https://[x'
+        raise FlybenchError(f"{flag} {url!r} is not an address ({exc}): a '[' belongs only around an IPv6 host, "
+                            "as in https://[::1]:8501/; give one such as https://dashboard.example.org/flybench") \
+            from exc
     if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
         raise FlybenchError(f"{flag} {url!r} is not an http(s) address: give one such as "
                             "https://dashboard.example.org/flybench")
