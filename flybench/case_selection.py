@@ -45,12 +45,15 @@ RECORDS, IMPORTS = "case records", "static imports"
 
 
 def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[str], str | None],
-                   unchanged_since: Callable[[str, set[str]], bool]) -> tuple[dict[Key, set[str]], list[str]]:
+                   unchanged_since: Callable[[str, set[str]], bool],
+                   fits: Callable[[Key, list[str]], str | None] = lambda key, loaded: None,
+                   ) -> tuple[dict[Key, set[str]], list[str]]:
     """Per case of `shape_set`, the files its usable records loaded (their union): the `ok` records under
-    `trees` (results trees, or record files) whose commit `commit_of` resolves (to a full hash, else None) and
-    whose `loaded` list `unchanged_since(commit, files)` accepts. Also, a line per record that was ignored because
-    it could steer the gate (a commit that is none, `loaded` that is not repository paths) or a file that could
-    not be read as records."""
+    `trees` (results trees, or record files) whose commit `commit_of` resolves (to a full hash, else None), whose
+    `loaded` list `fits` the case (None; else why not: files the repository does not have, another case's files)
+    and `unchanged_since(commit, files)` accepts. Also, a line per record that was ignored because it could steer
+    the gate (a commit that is none, `loaded` that is not the case's repository paths) or a file that could not be
+    read as records."""
     found: dict[Key, set[str]] = {}
     refused: list[str] = []
     for tree in trees:
@@ -68,6 +71,8 @@ def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[s
                 wrong = _not_repository_paths(loaded)
                 if wrong is None and not (isinstance(commit, str) and commit_of(commit)):
                     wrong = f"its commit {commit!r} is not a commit of the repository"
+                if wrong is None:
+                    wrong = fits(key, loaded)
                 if wrong is not None:
                     refused.append(f"{named} ({wrong})")
                     continue
@@ -84,7 +89,7 @@ def _not_repository_paths(loaded: object) -> str | None:
     for path in loaded:
         if not isinstance(path, str) or not path or path != path.strip() or "\\" in path \
                 or any(not c.isprintable() for c in path) or PurePosixPath(path).is_absolute() \
-                or PureWindowsPath(path).drive or path.startswith("-") \
+                or PureWindowsPath(path).drive or path.startswith("-") or PurePosixPath(path).as_posix() != path \
                 or any(part in ("..", ".") for part in PurePosixPath(path).parts):
             return f"its loaded file {str(path)[:60]!r} is not a path inside the repository"
     return None

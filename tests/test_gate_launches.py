@@ -363,3 +363,28 @@ def test_a_cache_that_cannot_be_written_is_said_and_done_without(tmp_path: Path)
     assert said.endswith(f"the gate goes on without it, keeping this run's compiles in the work folder "
                          f"{tmp_path / 'work'}")
     assert _cache_folder(tmp_path / "fine", tmp_path / "work") == (tmp_path / "fine", "")
+
+
+def test_records_whose_loaded_files_are_not_the_cases_repository_files_are_ignored(
+        subject: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    """`./flybench/...`, 300,000 made-up paths and another case's files once steered the selection and left out the
+    case whose provider changed: each such record is named and ignored, and its case selected by static imports."""
+    monkeypatch.setattr(case_launches, "cannot_compile", lambda: "not compiled in this test")
+    base = subprocess.run(["git", "-C", str(subject), "rev-parse", "base"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    own = ["flybench/providers/triton.py", "flybench/workloads/moe.py"]
+    cases = ["tiny-h64-i32-e16k4-t1", "tiny-h128-i64-e8k2-t7", "tiny-h64-i48-e16k4-t33"]
+    records = tmp_path / "records.cases.jsonl"
+    records.write_text(_record(cases[0], base, ["./" + MOE, *own])
+                       + _record(cases[1], base, [*own, *(f"flybench/made/up{i}.py" for i in range(300_000))])
+                       + _record(cases[2], base, ["flybench/providers/xla.py", "flybench/workloads/moe.py"]))
+    lines = _dry_run(subject, "family", tmp_path / "w", capsys, "-w", "moe", "-p", "triton", "-d", "bf16",
+                     "--set", "tiny", "--records", str(records))
+    ignored = _line(lines, "case records ignored (3)")
+    assert f"{cases[0]} bf16 (its loaded file './{MOE}' is not a path inside the repository)" in ignored
+    assert (f"{cases[1]} bf16 (its loaded file 'flybench/made/up0.py' and 299999 more is no file of the repository "
+            "at the base)") in ignored
+    assert f"{cases[2]} bf16 (its loaded files lack its own flybench/providers/triton.py" in ignored
+    reached = _line(lines, "changed files reach ")
+    assert "moe/triton (" in reached and "by static imports" in reached
+    assert "by case records" not in reached

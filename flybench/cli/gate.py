@@ -484,11 +484,46 @@ def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cf
         return static[workload, provider]
 
     recorded, refused = case_selection.recorded_files([t for t in trees if t.exists()], shape_set,
-                                                      _commit_of(repo), _unchanged_since(repo, base))
+                                                      _commit_of(repo), _unchanged_since(repo, base),
+                                                      _record_fits(repo, base, flydsl))
     chosen = case_selection.choose(keys, recorded, files, changed,
                                    affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
                                    {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
     return replace(chosen, refused=refused)
+
+
+def _record_fits(repo: Path, base: str, flydsl: bool):
+    """`fits(key, loaded)` for `case_selection.recorded_files`: why a record's `loaded` cannot speak for its case
+    (None when it can). Each path must be a file of the repository at the base (`./flybench/x.py`, made-up paths
+    and files of another checkout are not), and a record of flybench's own must list its case's provider and
+    workload modules, which every case loads (a list of another case's files would deselect this one)."""
+    from flybench.providers import get_provider
+    from flybench.workloads import get_workload
+
+    listed = subject_code.git_run(repo, "ls-tree", "-r", "--name-only", "-z", base)
+    files = set(listed.stdout.split("\0")) if listed.returncode == 0 else set()
+
+    def module(obj: object) -> str:
+        return type(obj).__module__.replace(".", "/") + ".py"
+
+    def fits(key: case_selection.Key, loaded: list[str]) -> str | None:
+        missing = [path for path in loaded if path not in files]
+        if missing:
+            more = f" and {len(missing) - 1} more" if len(missing) > 1 else ""
+            return f"its loaded file {missing[0][:60]!r}{more} is no file of the repository at the base"
+        if flydsl:
+            return None
+        try:
+            own = {module(get_provider(key[2])), module(get_workload(key[0]))}
+        except (FlybenchError, KeyError, ValueError):
+            return f"its case {key[0]}/{key[2]} is not one of this flybench"
+        lacking = sorted(own - set(loaded))
+        if lacking:
+            return (f"its loaded files lack its own {', '.join(lacking)}, which every such case loads: the files "
+                    "of another case")
+        return None
+
+    return fits
 
 
 def _kernel_code_only(sides: dict[str, Side]):
