@@ -39,14 +39,17 @@ MACHINE_FIELDS = frozenset({"device", "arch", "clocks", "roofline_basis"})
 CASE_COLUMNS = ["verdict", "benchmark", "parameters", "case_params", "workload", "case", "provider", "dtype", "unit",
                 "base", "head", "change", "base_text", "head_text", "test", "p_value", "evidence"]
 STEP_COLUMNS = ["machine", "env_name", "params", "last_good", "first_bad", "first_bad_date", "before", "after",
-                "relative", "confidence", "noise", "unit", "worse", "evidence", "attributed"]
+                "relative", "confidence", "noise", "unit", "worse", "evidence", "attributed", "state"]
 
 
 def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | None = None,
                   subject: str | None = None, series: list[tuple[str, str, str]] | None = None,
-                  config: RegressConfig | None = None, accepted: list[Acceptance] | None = None) -> pd.DataFrame:
+                  config: RegressConfig | None = None, accepted: list[Acceptance] | None = None,
+                  closed: bool = True) -> pd.DataFrame:
     """The steps `flybench regressions` finds in the series of one benchmark (every change if deterministic),
-    with the alert's evidence and the commits it attributes the step to (`attributed_to`).
+    with the alert's evidence, the commits it attributes the step to (`attributed_to`) and its state ('open
+    alert', 'recovered alert', 'accepted alert'; with `closed`, the recovered and accepted ones too, so a page
+    names them as such instead of saying nothing cleared the thresholds).
 
     Read from the steps the last ingest stored (`flybench.regress.stored`;
     computed here only where they are stale), `accepted` levels applied as
@@ -54,7 +57,7 @@ def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | Non
     page draws.
     """
     found = stored.regressions(db_path, subject=subject, benchmark=glob.escape(benchmark), config=config,
-                               accepted=accepted)
+                               accepted=accepted, closed=closed)
     wanted = None if series is None else {(m, e, json.dumps(json.loads(p))) for m, e, p in series}
     found = [r for r in found if r.env_name and (machines is None or r.machine in machines)
              and (wanted is None or (r.machine, r.env_name, json.dumps(r.params)) in wanted)]
@@ -65,7 +68,7 @@ def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | Non
         "first_bad": r.step.first_bad, "first_bad_date": dates[r.subject].get(r.step.first_bad),
         "before": r.step.before, "after": r.step.after, "relative": r.step.relative, "confidence": r.step.confidence,
         "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse, "evidence": evidence_of(r),
-        "attributed": attributed_to(r.evidence)} for r in found], columns=STEP_COLUMNS)
+        "attributed": attributed_to(r.evidence), "state": state_text(r)} for r in found], columns=STEP_COLUMNS)
 
 
 ATTRIBUTED = re.compile(r"#\d+")
@@ -119,7 +122,8 @@ def regression_rows(found: list[Regression]) -> pd.DataFrame:
     } for r in found], columns=["subject", "machine", "workload", "benchmark", "env_name", "params", "run", "parameters",
                                 "kind", "commits", "last_good", "first_bad", "before", "after", "change", "absolute",
                                 "confidence", "noise", "unit", "worse", "state", "why"])
-    rows["label"] = rows["benchmark"] + " · " + rows["parameters"] + " @ " + rows["machine"]
+    rows["label"] = rows["machine"] + ": " + rows["benchmark"] + " · " + rows["parameters"]  # the runner first:
+    # a long benchmark name cut it off the end of a bar's label
     rows["verdict"] = rows["worse"].map({True: "regression", False: "improvement"})
     _add_texts(rows, "before", "after")
     rows["evidence"] = ["exact (deterministic metric)" if k == "change" else

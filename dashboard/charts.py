@@ -200,6 +200,10 @@ NUMBER_FORMAT = ",.4~r"
 """A numeric axis's labels: at most four significant digits, thousands grouped, never scientific notation."""
 
 
+STEP_COLOR = alt.condition("datum.closed", alt.value("#888888"), alt.value("#d62728"))
+"""A detected step's rule and label: red while its alert is open, grey once recovered or accepted."""
+
+
 def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
             log: bool = False, ticks: dict[int, str] | None = None,
             gaps: pd.DataFrame | None = None) -> alt.FacetChart:
@@ -257,11 +261,13 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
             tooltip=[alt.Tooltip("series:N", title="provider"), alt.Tooltip("short:N", title="commit"),
                      alt.Tooltip("commit_date:T", title="date"), alt.Tooltip("why:N", title="failed because")])
         .transform_filter("datum.layer == 'failed'"),
-        base.mark_rule(color="#d62728", strokeDash=[6, 3], size=2).encode(
-            x="first_bad_order:Q", tooltip=[alt.Tooltip("what:N", title="detected step")])
+        base.mark_rule(strokeDash=[6, 3], size=2).encode(
+            x="first_bad_order:Q", color=STEP_COLOR, tooltip=[alt.Tooltip("what:N", title="detected step"),
+                                                              alt.Tooltip("state:N")])
         .transform_filter("datum.layer == 'step'"),
-        base.mark_text(color="#d62728", align="left", dx=4, y=8, fontSize=11, limit=260).encode(
-            x="first_bad_order:Q", text="tag:N").transform_filter("datum.layer == 'step'"),
+        base.mark_text(align="left", dx=4, fontSize=11, limit=260).encode(
+            x="first_bad_order:Q", y=alt.Y("tag_y:Q", scale=None), text="tag:N", color=STEP_COLOR)
+        .transform_filter("datum.layer == 'step' && datum.tag != ''"),
     ]
     return alt.layer(*layers, data=data).properties(height=PANEL_HEIGHT, width=PANEL_WIDTH).facet(
         row=alt.Row("panel:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top",
@@ -284,7 +290,7 @@ def change_bars(frame: pd.DataFrame, title: str) -> alt.Chart:
     return alt.Chart(shown).mark_bar().encode(
         x=alt.X("change:Q", title=title, scale=alt.Scale(domain=[values[0], values[-1]], nice=False),
                 axis=alt.Axis(format=fmt, values=values)),
-        y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=420)),
+        y=alt.Y("label:N", title=None, sort="-x", axis=alt.Axis(labelLimit=0)),  # never cut: the runner is in it
         color=alt.Color("verdict:N", scale=alt.Scale(domain=drawn, range=[VERDICT_COLORS[v] for v in drawn]),
                         legend=alt.Legend(orient="bottom", labelLimit=0, title=None)),
         tooltip=["label:N", "verdict:N", "base_text:N", "head_text:N",

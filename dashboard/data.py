@@ -10,6 +10,7 @@ from memory until an ingest changes the database, and then reads it afresh.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -20,7 +21,7 @@ import streamlit as st
 
 import pandas as pd
 
-from dashboard import filters, frames, ui
+from dashboard import charts, filters, frames, machine_code, ui
 from dashboard.analysis import history_steps
 from flybench import envvars
 from flybench.errors import FlybenchError
@@ -32,9 +33,21 @@ from flybench.store import DEFAULT_DB, origin, queries
 
 def _named_resources(path: str, units: list[str]) -> pd.DataFrame:
     """`queries.resource_history` with each row's kernel as engineers name it (`frames.kernel_names`): parsing
-    every row's parameters cost the Kernel resources page 0.13 s a render, so it is done once per database."""
+    every row's parameters cost the Kernel resources page 0.13 s a render, so it is done once per database.
+
+    Plus the machine code history's resources (`machine_code.resource_rows`), the imported month of every
+    registered kernel, where the compile-only results hold no value for that kernel, target, commit and
+    metric (a commit both compiled shows the results' row once)."""
     rows = queries.resource_history(path, units=units)
-    return rows.assign(kernel_name=frames.kernel_names(rows)) if not rows.empty else rows.assign(kernel_name="")
+    rows = rows.assign(kernel_name=frames.kernel_names(rows)) if not rows.empty else rows.assign(kernel_name="")
+    code = machine_code.resource_rows(queries.machine_code_history(path))
+    code = code[code["unit"].str.lower().isin(units)].assign(kernel_name=code["kernel"].astype(object))
+    if code.empty:
+        return rows
+    key = ["subject", "kernel_name", "arch", "commit_hash", "metric"]
+    seen = pd.MultiIndex.from_frame(rows[key].astype(object)) if not rows.empty else None
+    fresh = code if seen is None else code[~pd.MultiIndex.from_frame(code[key].astype(object)).isin(seen)]
+    return pd.concat([rows, fresh], ignore_index=True) if not rows.empty else fresh.reset_index(drop=True)
 
 
 def _pull_request_cases(path: str, pr: int, config: Any) -> pd.DataFrame:
@@ -42,6 +55,13 @@ def _pull_request_cases(path: str, pr: int, config: Any) -> pd.DataFrame:
     holding each case against its main series' noise cost the page 0.8 s a render."""
     rows = frames.provenance(queries.imported_run_rows(path, context="pr"))
     return frames.pull_request_cases(rows[rows["pr"] == pr], queries.imported_run_rows(path, context="main"), config)
+
+
+def _code_by_pr(path: str) -> pd.DataFrame:
+    """Per merged pull request, how many kernel x target pairs its machine code changed
+    (`machine_code.changed_by_pull_request`), once per database."""
+    return machine_code.changed_by_pull_request(queries.machine_code_history(path),
+                                                queries.merged_pull_requests(path))
 
 
 LOADERS: dict[str, Callable[..., Any]] = {
@@ -62,6 +82,11 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "case_kernels": queries.case_kernels,
     "case_rates": queries.case_rates,
     "role_splits": queries.role_splits,
+    "machine_code": queries.machine_code_history,
+    "merged_prs": queries.merged_pull_requests,
+    "series_kernels": queries.series_kernels,
+    "code_by_pr": _code_by_pr,
+    "roofs": lambda path: _roofs(path),
     "others": origin.others,
     "history_steps": history_steps,
     "regressions": stored.regressions,
@@ -106,6 +131,44 @@ def _cached(name: str, path: str, version: tuple[int, ...], **kwargs: Any) -> An
     return LOADERS[name](path, **kwargs)
 
 
+def memo(name: str, compute: Callable[..., Any], **kwargs: Any) -> Any:
+    """`compute(**kwargs)`, once per version of the database and arguments (Streamlit hashes them, frames by
+    content): a page's pure computations over rows it already loaded (a chart's spec, a kernel's changes) cost
+    every rerun otherwise, and a widget change reruns the whole page. `compute` must depend on nothing else."""
+    path = db_path()
+    return _memo(name, str(path), stamp(path), compute, **kwargs)
+
+
+def _content_key(obj: pd.DataFrame | pd.Series) -> str:
+    """A frame's identity for `memo` by content: its column names and types, its length and the hash of every
+    column of scalars (text, numbers, dates), index included. Columns of dicts or arrays (the parameters) are
+    left out: hashing their text cost more than the computations `memo` saves, and the text columns taken
+    from the same parameters (benchmark, case, provider, dtype) already tell two selections apart. (Streamlit's
+    own hash cannot take such a frame and says so in the server's log on every rerun.)"""
+    frame = obj.to_frame() if isinstance(obj, pd.Series) else obj
+    digest = hashlib.sha256(repr((list(frame.columns), [str(t) for t in frame.dtypes], len(frame))).encode())
+    scalars = [c for c in frame.columns if frame[c].dtype != object]
+    if scalars:
+        digest.update(pd.util.hash_pandas_object(frame[scalars], index=True).to_numpy().tobytes())
+    else:
+        digest.update(pd.util.hash_pandas_object(frame.index.to_series(), index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+@st.cache_data(max_entries=128, show_spinner=False, hash_funcs={pd.DataFrame: _content_key, pd.Series: _content_key})
+def _memo(name: str, path: str, version: tuple[int, ...], _compute: Callable[..., Any], **kwargs: Any) -> Any:
+    """`name` stands for `_compute` in the key (a function is not hashed); `path` and `version` tie it to the
+    database as `_cached` does."""
+    return _compute(**kwargs)
+
+
+def chart_spec(builder: Callable[..., Any], **kwargs: Any) -> dict[str, Any]:
+    """`charts.vega_spec(builder(**kwargs))` kept per database version and arguments (`memo`): building an Altair
+    chart and turning it into a spec was the largest part of a History or Roofline rerun (0.3-0.5 s)."""
+    return memo(f"chart:{builder.__module__}.{builder.__name__}",
+                lambda **given: charts.vega_spec(builder(**given)), **kwargs)
+
+
 def require_data(resources: bool = False) -> dict[str, int]:
     """Row counts, or the page stops and says how to fill the database (a missing file, an empty one).
 
@@ -122,7 +185,12 @@ def roofs() -> pd.DataFrame:
     """Every machine's roofs (`frames.machine_roofs`), from all of its newest rows whatever the page's filters:
     the one roof basis every page measures a case against. A workload filter that leaves out the gemm
     workload must not move a case onto the vendor's figures."""
-    latest = frames.provenance(load("latest_cases"))
+    return load("roofs")
+
+
+def _roofs(path: str) -> pd.DataFrame:
+    """`roofs`, once per database (0.1 s a render otherwise)."""
+    latest = frames.provenance(queries.latest_cases(path))
     roofs = frames.machine_roofs(latest, latest["machine"].dropna()) if not latest.empty \
         else pd.DataFrame(columns=["ceiling", "dtype", "tflops", "gbps", "basis", "machine"])
     return roofs.astype({"tflops": float, "gbps": float})  # a machine with no roof leaves the columns untyped

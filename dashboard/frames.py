@@ -650,6 +650,23 @@ def model_rows(latest: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["machine", "case", "provider"]).reset_index(drop=True)
 
 
+def model_headline(rows: pd.DataFrame, provider: str = "jax-triton") -> list[str]:
+    """The model lane's figure, one line per machine: `provider`'s speed over ragged_dot per case, with the commit
+    and date of the stored run each comes from ('dev-h200: 3.62x prefill 1 x 2048, 2.19x decode ... (run at
+    c956a724, 2026-12-02 15:16)'). Only stored rows: a figure nobody can find in the store is not a headline."""
+    lines = []
+    for machine, mine in rows[rows["provider"] == provider].groupby("machine", sort=True):
+        cases = [f"{r.speedup:.2f}x {r.phase} (batch {r.batch}, "
+                 + (f"{r.tokens} tokens" if r.phase == "prefill" else f"context {r.context}") + ")"
+                 for r in mine.sort_values(["phase", "case"], ascending=[False, True]).itertuples()
+                 if pd.notna(r.speedup)]
+        runs = sorted({(str(c)[:8], d) for c, d in zip(mine["commit_hash"], mine["commit_date"])}, key=str)
+        when = "; ".join(f"{c}, {d:%Y-%m-%d %H:%M}" if pd.notna(d) else c for c, d in runs)
+        if cases:
+            lines.append(f"{machine}: {', '.join(cases)} (stored run at {when})")
+    return lines
+
+
 def condition_text(conditions: dict[str, Any]) -> str:
     """The conditions of one model figure, as printed beside its speedup."""
     if not conditions:

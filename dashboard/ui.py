@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts
-from dashboard.frames import FLYBENCH, case_text, imported
+from dashboard.frames import FLYBENCH, case_text, imported, unit_label
 from flybench.importers.flydsl_ci import SOURCE as FLYDSL_CI
 from flybench.regress.report import literal_markdown
 
@@ -63,10 +63,13 @@ def table(frame: pd.DataFrame, name: str, columns: list[str] | None = None,
 def readable(shown: pd.DataFrame, config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The table with no cell Streamlit would draw as "None": a missing text is blank; a number or date column
     with a missing (or infinite) value becomes text, MISSING in those cells, its column's format kept in words.
+    A `unit` column reads as the docs spell units (`frames.unit_label`).
 
     Streamlit's grid writes "None" into every null cell and offers no other text for it.
     """
     shown, config = shown.copy(), dict(config)
+    if "unit" in shown and len(shown):  # one spelling per unit in every table (FlyDSL CI's TFLOPS is TFLOP/s)
+        shown["unit"] = [unit_label(u) if isinstance(u, str) and u else u for u in shown["unit"]]
     for column in shown.columns:
         values = shown[column]
         if pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values):
@@ -98,10 +101,11 @@ def _number_text(value: float, config: Any) -> str:
     return form % value if isinstance(form, str) and form.startswith("%") else str(value)
 
 
-def chart(figure: alt.TopLevelMixin | charts.Spec, frame: pd.DataFrame, name: str, columns: list[str] | None = None,
-          stretch: bool = True) -> None:
-    """The chart (as wide as the page unless `stretch` is off), then the rows it was drawn from, folded away."""
-    spec = charts.vega_spec(figure)
+def chart(figure: alt.TopLevelMixin | charts.Spec | dict[str, Any], frame: pd.DataFrame, name: str,
+          columns: list[str] | None = None, stretch: bool = True) -> None:
+    """The chart (as wide as the page unless `stretch` is off), then the rows it was drawn from, folded away.
+    `figure` may be a spec already (`charts.vega_spec`'s, as a page caches it)."""
+    spec = dict(figure) if isinstance(figure, dict) else charts.vega_spec(figure)
     if stretch and "facet" not in spec:  # Streamlit's default ("fit") takes a legend's height out of the plot's
         spec["autosize"] = {"type": "fit-x", "contains": "padding"}
     st.vega_lite_chart(spec=spec, width="stretch" if stretch else "content", key=f"chart-{name}")
@@ -157,6 +161,15 @@ def ci_run_link(source: str, run_id: object) -> str:
 def resources_link(kernel: str) -> str:
     """The Kernel resources page of one kernel."""
     return "resources?" + urlencode({"kernel": kernel})
+
+
+def code_change_link(kernel: str, arch: str, base: str, head: str, kernels: list[str] | None = None) -> str:
+    """Kernel resources opened on one kernel's machine code change on one target between two commits (the
+    instruction counts and resources at each end), with the other `kernels` of the series listed beside it."""
+    query = {"kernel": kernel, "code_arch": arch, "base": base, "head": head}
+    if kernels and kernels != [kernel]:
+        query["kernels"] = ",".join(kernels)
+    return "resources?" + urlencode(query)
 
 
 def no_rows(what: str) -> None:

@@ -83,11 +83,29 @@ def test_an_accepted_level_closes_the_alert_and_keeps_its_reason(db: Path, proje
     assert "c1, flydsl, bf16" not in out.read_text()
 
 
+def test_undo_takes_an_acceptance_back_and_the_alert_opens_again(db: Path, project: AsvProject, tmp_path: Path,
+                                                                   capsys) -> None:
+    """`flybench accept --undo` (and the dashboard's un-accept, through the same `accepted.remove`) leaves the other
+    acceptances in the file and opens the series' alert again."""
+    file = tmp_path / "accepted.json"
+    commit = project.commits[STEP_AT][:8]
+    other = accepted.Acceptance("p", "m", "b", {"case": "x"}, "0" * 40, "kept", accepted.now())
+    accepted.add(file, other)
+    assert main(["accept", SERIES, commit, "--reason", "exact lse", "--db", str(db), "--accepted", str(file)]) == 0
+    assert SERIES not in [r.series for r in stored.regressions(db, accepted=accepted.load(file))]
+    assert main(["accept", SERIES, commit, "--undo", "--db", str(db), "--accepted", str(file)]) == 0
+    assert "no longer accepted" in capsys.readouterr().out
+    assert accepted.load(file) == [other]
+    assert SERIES in [r.series for r in stored.regressions(db, accepted=accepted.load(file))]
+    assert main(["accept", SERIES, commit, "--undo", "--db", str(db), "--accepted", str(file)]) == 0
+    assert "nothing changed" in capsys.readouterr().out and accepted.load(file) == [other]
+
+
 @pytest.mark.parametrize("args, message", [
     (["accept", "attention.Quick.track_time(c9, flydsl, bf16)", "abc", "--reason", "x"], "no series"),
     (["accept", "no such thing((", "abc", "--reason", "x"], "is not a series"),
     (["accept", SERIES, "ffffffff", "--reason", "x"], "has no result"),
-    (["accept", SERIES, "0", "--reason", "   "], "--reason is empty"),
+    (["accept", SERIES, "0", "--reason", "   "], "--reason is missing or empty"),
 ])
 def test_bad_acceptances_exit_2_and_say_what_to_do(db: Path, tmp_path: Path, capsys, args, message) -> None:
     assert main([*args, "--db", str(db), "--accepted", str(tmp_path / "a.json")]) == 2

@@ -19,6 +19,8 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, commits, data, filters, frames, ui
+from flybench.benchmark_names import is_compile_duration
+from flybench.regress import load_config
 from flybench.regress.report import literal_markdown, summary_line
 
 COLUMNS = ["verdict", "benchmark", "parameters", "base_text", "head_text", "change", "evidence", "base", "head", "unit",
@@ -54,8 +56,7 @@ def subjects(facets: pd.DataFrame) -> list[str]:
 
 def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[str] | None) -> pd.DataFrame | None:
     """Pick a machine and two of its commits; the comparison `flybench compare BASE HEAD` would print."""
-    machines = list(mine.groupby("machine")["commits"].sum().sort_values(ascending=False, kind="stable").index)
-    machine = filters.pick_one("Machine", "machine_a", machines, sidebar=False)
+    machine = filters.pick_one("Machine", "machine_a", judged_first(mine), sidebar=False)
     listed = data.load("commits", machine=machine, subject=repo)
     if rule is not None:  # the imported-runs rule: a commit stays if one of the chosen runs measured it
         listed = listed[[not c.size or bool(set(c) & rule) for c in map(pd.Series, listed["run_contexts"])]]
@@ -70,7 +71,7 @@ def two_commits(repo: str, mine: pd.DataFrame, allowed: pd.DataFrame, rule: set[
     about = {r.short: commit_text(r) for r in described.itertuples()}
     left, right = st.columns(2)
     with right:
-        head = filters.pick_one("Head commit", "head", shorts, default=shorts[-1], sidebar=False,
+        head = filters.pick_one("Head commit", "head", shorts, default=default_head(machine, repo, full), sidebar=False,
                                 format_func=lambda s: about.get(s, s))
     with left:
         base = filters.pick_one("Base commit", "base", shorts, default=default_base(machine, repo, full, head),
@@ -100,11 +101,34 @@ def commit_text(r: Any) -> str:
     return f"{r.short} · {date} · {runs} · {r.message or 'no message recorded'}"
 
 
+def judged_first(mine: pd.DataFrame) -> list[str]:
+    """The subject's machines, the default first: one with a judged timing or rate (a compile's duration is
+    never judged, and a compile-only machine has no timing), then the most commits measured."""
+    deterministic = load_config().deterministic_units
+    judged = ~mine["benchmark"].map(is_compile_duration).astype(bool) & \
+        ~mine["unit"].fillna("").str.lower().isin(deterministic)
+    ranked = mine.assign(judged=judged).groupby("machine").agg(judged=("judged", "any"), commits=("commits", "sum"))
+    return list(ranked.sort_values(["judged", "commits"], ascending=False, kind="stable").index)
+
+
+HEADS_TRIED = 20  # commits, newest first, tried as the default head until one shares cases with an older one
+
+
+def default_head(machine: str, repo: str, full: dict[str, str]) -> str:
+    """The newest commit that shares measured cases with an older one on the machine: the newest pair with
+    cases in common (the newest commit alone can have none, as a run of one provider on new cases)."""
+    shorts = list(full)
+    for short in reversed(shorts[-HEADS_TRIED:]):
+        if default_base(machine, repo, full, short) is not None:
+            return short
+    return shorts[-1]
+
+
 def default_base(machine: str, repo: str, full: dict[str, str], head: str) -> str | None:
     """The newest commit before `head` that shares the most measured cases with it."""
     shared = data.load("shared_cases", machine=machine, head=full[head], subject=repo)
     order = {h: i for i, h in enumerate(full.values())}
-    older = shared[shared["commit_hash"].map(order).lt(order[full[head]])]
+    older = shared[shared["commit_hash"].map(order).lt(order[full[head]]) & shared["shared"].gt(0)]
     if older.empty:
         return None
     best = older.assign(at=older["commit_hash"].map(order)).sort_values(["shared", "at"]).iloc[-1]
@@ -162,7 +186,7 @@ def show(cases: pd.DataFrame, repo: str) -> None:
         return
     cases = cases.assign(history=[ui.history_link(repo, b, p) for b, p in zip(cases["benchmark"], cases["case_params"])])
     st.subheader("Change per case (head against base)")
-    ui.chart(charts.change_bars(cases, "head vs base"), cases, "compare-cases", COLUMNS)
+    ui.chart(data.chart_spec(charts.change_bars, frame=cases, title="head vs base"), cases, "compare-cases", COLUMNS)
     st.subheader("All cases")
     ui.table(cases, "compare-table", COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),

@@ -29,7 +29,7 @@ MAX_LINES = 10  # lines per panel, and so legend entries: beyond this the page a
 MAX_POINTS = 100
 COLUMNS = ["panel", "series", "provider", "order", "short", "commit_date", "run", "message", "author", "status", "value",
            "ci_99_a", "ci_99_b", "unit", "why", "provenance", "commit_hash", "url", "machine", "env_name", "params"]
-STEP_COLUMNS = ["panel", "series", "attributed", "evidence", "last_good", "first_bad", "first_bad_date", "run",
+STEP_COLUMNS = ["panel", "series", "state", "attributed", "evidence", "last_good", "first_bad", "first_bad_date", "run",
                 "message", "author", "what", "alert", "bisect"]
 SERIES = ["machine", "env_name", "params"]
 
@@ -109,7 +109,8 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
     steps = step_marks(steps, rows, benchmark, subject)
     bands = frames.threshold_band(rows, load_config(), rows.attrs["factor"])
     ticks, gaps = charts.commit_ticks(rows)
-    ui.chart(charts.history(rows, bands, steps, rows.attrs["axis"], log, ticks, gaps), rows, f"history-{subject}",
+    ui.chart(data.chart_spec(charts.history, rows=rows, bands=bands, steps=steps, unit_label=rows.attrs["axis"],
+                             log=log, ticks=ticks, gaps=gaps), rows, f"history-{subject}",
              COLUMNS, stretch=False)
     if len(gaps):
         st.caption("The axis is the commits in order, as asv draws them: a dotted grey rule marks "
@@ -130,7 +131,11 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
         st.caption("Detected steps: none in these series clears the regression thresholds (flybench.toml [regress]).")
         return
     st.subheader("Detected steps")
-    st.caption("The alerts `flybench regressions` reports for these series (accepted levels left out), with "
+    states = steps["state"].value_counts()
+    st.caption("; ".join(f"{n} {state}{'s' if n != 1 else ''}" for state, n in states.items()) + ". An accepted "
+               "alert's level was accepted (`flybench accept` or the Regressions page, with its reason there); a "
+               "recovered one's series came back to its old level. Both are drawn grey; open ones red.")
+    st.caption("The alerts `flybench regressions --closed` reports for these series, with "
                "their evidence: 'attributed to' names the pull requests whose code the scan found changed what the "
                "series runs in the range, as the CLI does; the red dashed rules mark the range's newest commit, "
                "where the step was first measured (its message is that commit's, not necessarily the cause's), "
@@ -184,8 +189,18 @@ def step_marks(steps: pd.DataFrame, rows: pd.DataFrame, benchmark: str, subject:
     marked["run"] = marked["first_bad"].map(runs).fillna("")
     marked["first_bad_order"] = marked["first_bad"].map(rows.drop_duplicates("commit_hash")
                                                         .set_index("commit_hash")["order"])
-    marked["tag"] = [f"{a} (attributed), seen at {c[:8]}"[:48] if a else f"{c[:8]} {m}".strip()[:48]
-                     for a, c, m in zip(marked["attributed"], marked["first_bad"], marked["message"])]
+    marked["tag"] = [(f"{a} (attributed), seen at {c[:8]}"[:48] if a else f"{c[:8]} {m}".strip()[:48])
+                     + ("" if s == "open alert" else f" · {s.split()[0]}")
+                     for a, c, m, s in zip(marked["attributed"], marked["first_bad"], marked["message"],
+                                           marked["state"])]
+    # one label per panel and commit (the lines of a panel often step together), stacked down the panel in commit
+    # order so that labels of neighbouring steps do not draw over each other
+    marked = marked.sort_values(["panel", "first_bad_order"], kind="stable").reset_index(drop=True)
+    marked.loc[marked.duplicated(["panel", "first_bad_order", "tag"]), "tag"] = ""
+    labelled = marked["tag"] != ""
+    marked["tag_y"] = 8.0
+    marked.loc[labelled, "tag_y"] = 8.0 + 13.0 * (marked[labelled].groupby("panel").cumcount() % 8)
+    marked["closed"] = marked["state"] != "open alert"
     # the alert's pull request as the CLI names it; the range's newest commit only where the scan names none
     marked["what"] = [f"{s}: {frames.step_text(r)}" for s, r in zip(marked["series"], marked.itertuples())]
     names = [series_name(benchmark, list(frames.params_dict(p).values())) for p in marked["params"]]

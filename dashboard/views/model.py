@@ -16,6 +16,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import data, frames, ui
+from flybench.regress.report import literal_markdown
 
 COLUMNS = ["machine", "case", "provider", "moe", "ms", "tokens_per_s", "speedup", "conditions", "commit_hash"]
 NUMBERS = {"ms": st.column_config.NumberColumn("ms a step", format="%.2f"),
@@ -57,7 +58,13 @@ def main() -> None:
         st.info("No model-lane steps are stored. Run `flybench run -w mixtral_step` (the quick set on a GPU: 4 "
                 "layers, 12 GB of weights; the tiny set runs on a CPU) and `flybench ingest`.")
         return
-    ui.table(rows, "model-steps", COLUMNS, column_config=NUMBERS)
+    for line in frames.model_headline(rows):
+        st.markdown(f"**The Triton MoE over ragged_dot, {literal_markdown(line)}**")
+    st.caption("The headline is the newest timed step of each layer stored (`flybench run -w mixtral_step`, then "
+               "`flybench ingest`), as in the table; docs/model-lane.md quotes the same run. The Amdahl check below "
+               "times the traced steps of a `--roles` pass, a second measurement, so its speeds differ a little.")
+    ui.table(rows, "model-steps", [*COLUMNS, "commit_date"], column_config={
+        **NUMBERS, "commit_date": st.column_config.DatetimeColumn("run's commit date", format="YYYY-MM-DD HH:mm")})
     st.subheader("Tokens/s by MoE layer")
     st.caption("Each layer's newest step on the machine and case, side by side; provenance names the provider and "
                "the commit each value was measured at.")

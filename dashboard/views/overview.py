@@ -52,7 +52,7 @@ def main() -> None:
     allowed = filters.scope(facets[frames.imported(facets) | (suites & (facets["unit"] == "seconds"))
                                    | ~facets["own_name"]])
     own_cases = allowed[~frames.imported(allowed) & allowed["own_name"]]
-    latest = frames.provenance(filters.within(data.load("latest_cases"), own_cases))
+    latest = data.memo("overview-latest", own_latest, own_cases=own_cases)
     own = latest[~frames.imported(latest) & latest["own_name"]]
     imported, foreign = allowed[frames.imported(allowed)], allowed[~allowed["own_name"]]
     if own.empty and imported.empty and foreign.empty:
@@ -68,10 +68,15 @@ def main() -> None:
         imported_results(imported, rule)
 
 
+def own_latest(own_cases: pd.DataFrame) -> pd.DataFrame:
+    """The newest rows of the cases the filters leave (kept per selection by `data.memo`)."""
+    return frames.provenance(filters.within(data.load("latest_cases"), own_cases))
+
+
 def own_results(latest: pd.DataFrame) -> None:
     """flybench's own timed cases: speedups, machines without FlyDSL, latest results."""
     latest = latest.assign(section=latest["arch"].fillna("?") + " · " + latest["machine"])
-    pairs = frames.speedup_pairs(latest)
+    pairs = data.memo("speedup-pairs", frames.speedup_pairs, latest=latest)
     ran = latest[(latest["provider"] == frames.SUBJECT_PROVIDER) & (latest["status"] != "unavailable")]
     with_subject = set(ran["section"])  # a FlyDSL row that could not run there is no FlyDSL result
     speedups(pairs[pairs["section"].isin(with_subject) & (pairs["provider"] == frames.SUBJECT_PROVIDER)])
@@ -120,8 +125,7 @@ def relative(rows: pd.DataFrame, pairs: pd.DataFrame) -> None:
 
 def latest_results(latest: pd.DataFrame) -> None:
     """Every provider's newest time per case, coloured by its fraction of the roofline."""
-    measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), data.roofs())
-    measured["provider_label"] = provider_labels(measured)
+    measured = data.memo("latest-measured", measured_cases, latest=latest, roofs=data.roofs())
     unavailable = int((latest["status"] == "unavailable").sum())
     st.header("Latest results and fraction of the roofline reached", divider="gray")
     st.caption("Cell: median time. Colour: fraction of the roof the Roofline page draws for the case's machine "
@@ -148,6 +152,13 @@ def latest_results(latest: pd.DataFrame) -> None:
     ui.provenance_note(measured)
 
 
+def measured_cases(latest: pd.DataFrame, roofs: pd.DataFrame) -> pd.DataFrame:
+    """Each provider's newest time per case with its fraction of its roof and its label."""
+    measured = frames.roof_fractions(frames.newest_per_case(latest[latest["status"] != "unavailable"]), roofs)
+    measured["provider_label"] = provider_labels(measured)
+    return measured
+
+
 def where_it_stands(allowed: pd.DataFrame) -> None:
     """Per op and architecture of the imported subjects: the cases, the trend over the newest main runs, the case
     that moved worst and the open alerts, from main's runs only (a pull request's runs are not where it stands)."""
@@ -159,7 +170,7 @@ def where_it_stands(allowed: pd.DataFrame) -> None:
              if r.regressed and r.context == "main"]  # accepted levels close alerts here as on Regressions
     alerts = pd.DataFrame([{"machine": r.machine, "benchmark": r.benchmark, "params": json.dumps(r.params)}
                            for r in found], columns=["machine", "benchmark", "params"])
-    table = frames.standing(main_rows, alerts)
+    table = data.memo("standing", frames.standing, main=main_rows, alerts=alerts)
     st.header("Where FlyDSL stands (imported main runs)", divider="gray")
     st.caption(f"Per op and architecture, over FlyDSL CI's main runs: the trend is the geometric mean over the "
                f"op's cases of each one's newest value against the median of the first three of its newest "
@@ -172,22 +183,26 @@ def where_it_stands(allowed: pd.DataFrame) -> None:
 
 def imported_results(allowed: pd.DataFrame, rule: set[str] | None) -> None:
     """Results another system measured, a section per source: kept out of flybench's speedups above."""
+    newest = data.memo("imported-newest", imported_newest, allowed=allowed, rule=sorted(rule) if rule else None)
+    if not newest:
+        ui.no_rows("imported results of these runs")
+    for source, group in newest.items():
+        imported_source(source, group)
+
+
+def imported_newest(allowed: pd.DataFrame, rule: list[str] | None) -> dict[str, pd.DataFrame]:
+    """Per source, the newest imported value of every case the filters and the imported-runs rule leave."""
     rows = data.load("latest_cases", unit=None, benchmarks=sorted(allowed["benchmark"].unique()))
     rows = frames.provenance(filters.within(rows, allowed))
-    rows = filters.in_runs(rows[frames.imported(rows)], rule)  # every page's main / PR rule
-    if rows.empty:
-        ui.no_rows("imported results of these runs")
-    for source, group in rows.groupby("provenance", sort=True):
-        imported_source(str(source), frames.newest_imported(group))
+    rows = filters.in_runs(rows[frames.imported(rows)], set(rule) if rule is not None else None)  # main / PR
+    return {str(source): frames.newest_imported(group) for source, group in rows.groupby("provenance", sort=True)}
 
 
 def imported_source(source: str, newest: pd.DataFrame) -> None:
     """One source's newest value per architecture and case, then the gfx950 / gfx942 ratio where both have one."""
     head, base = RATIO
-    wide = frames.by_arch(newest)
-    wide["ratio"] = frames.arch_ratio(wide, head, base, load_config())
-    wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
     archs = sorted(newest["arch"].dropna().unique())
+    wide = data.memo("imported-wide", wide_table, newest=newest, archs=archs)
     runs = ", ".join(filters.RUN_NAMES.get(c, c) for c in sorted(set(newest["run_context"].dropna())))
     text = literal_markdown  # the source, its architectures and its runners' names are data
     st.header(f"Imported from {text(SOURCE_NAMES.get(source, source))} (not measured by flybench)", divider="gray")
@@ -199,9 +214,6 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
                "times inverted; above 1: faster. Each side is its architecture's newest run, "
                "which may be of another commit (see the hover).")
     arch_ratios(wide, head, base, source)
-    wide["unit"] = wide["unit"].map(frames.unit_label)
-    wide["history"] = ui.history_links(wide)
-    wide["commits"] = frames.commits_compared(wide, archs)
     apart = int(wide["commits"].str.contains("commits").sum())
     if apart:
         st.caption(f"{apart} of {len(wide)} cases set side by side values of different commits (each "
@@ -212,6 +224,18 @@ def imported_source(source: str, newest: pd.DataFrame) -> None:
     ui.provenance_note(newest)
     no_baselines(newest, archs, source)
     source_verdicts(newest, source)
+
+
+def wide_table(newest: pd.DataFrame, archs: list[str]) -> pd.DataFrame:
+    """One row per case, a column per architecture, the gfx950 / gfx942 ratio, history links and the commits
+    each row sets side by side."""
+    head, base = RATIO
+    wide = frames.by_arch(newest)
+    wide["ratio"] = frames.arch_ratio(wide, head, base, load_config())
+    wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
+    wide["history"] = ui.history_links(wide)
+    wide["commits"] = frames.commits_compared(wide, archs)
+    return wide
 
 
 def no_baselines(newest: pd.DataFrame, archs: list[str], source: str) -> None:

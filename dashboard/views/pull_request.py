@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import data, filters, frames, ui
+from dashboard import machine_code as code
 from flybench.regress import load_config
 
 COLUMNS = ["arch", "machine", "label", "unit", "value", "base", "base_source", "change", "flybench",
@@ -33,7 +34,8 @@ def main() -> None:
                "series' own noise.")
     data.require_data()
     rows = data.load("imported_runs", context="pr")
-    if rows.empty:
+    by_code = data.load("code_by_pr")
+    if rows.empty and by_code.empty:
         st.info("No pull-request runs in this store. `flybench import flydsl-ci HISTORY --flydsl-repo CLONE` "
                 "brings FlyDSL's; flybench's own pull requests are judged by `flybench gate` in their CI job "
                 "(docs/gate.md), whose report is the pull request's comment.")
@@ -43,7 +45,45 @@ def main() -> None:
         "last", ascending=False)
     names = {str(int(pr)): f"#{int(pr)} ({r.pushes} push{'es' if r.pushes > 1 else ''}, last {r.last:%Y-%m-%d})"
              for pr, r in prs.iterrows()}
+    for r in by_code.itertuples():  # merged pull requests the store holds machine code for, runs or not
+        names.setdefault(str(r.pr), f"#{r.pr} (merged, no runs of its own)")
+        names[str(r.pr)] += f" · machine code: {r.changed} of {r.compared} changed"
     pr = filters.pick_one("Pull request", "pr", list(names), format_func=names.get, sidebar=False)
+    if int(pr) in set(prs.index.astype(int)):
+        pushes_of(int(pr))
+    code_changed(int(pr), by_code)
+
+
+def code_changed(pr: int, by_code: pd.DataFrame) -> None:
+    """Which kernels' machine code the pull request changed, on every target: its merge commit against the newest
+    earlier main commit the store holds machine code for. A compiler-only pull request, whose files reach no
+    kernel, shows here as what it did to the code."""
+    row = by_code[by_code["pr"] == pr]
+    st.subheader(f"Machine code #{pr} changed", anchor="machine-code")
+    if row.empty:
+        st.caption(f"The store holds no machine code at #{pr}'s merge commit and the main commit before it "
+                   "(`python -m flybench.compile.code_history`, then `flybench ingest`; docs/compile-metrics.md).")
+        return
+    row = row.iloc[0]
+    found = code.pull_request_code(data.load("machine_code"), data.load("merged_prs"), pr)
+    base, head, within, pairs = found
+    also = [f"#{n}" for n in within if n != pr]
+    st.markdown(f"**{row.changed} of {row.compared}** kernel x target pairs compiled at both ends changed "
+                f"({base[:8]} → {head[:8]}" + (f", a range that also merged {', '.join(also)}" if also else "")
+                + ").")
+    pairs["diff"] = [ui.code_change_link(k, a, base, head) if v == "changed" else ""
+                     for k, a, v in zip(pairs["kernel"], pairs["arch"], pairs["verdict"])]
+    ui.table(pairs, f"pr-{pr}-machine-code", [*code.PAIR_COLUMNS, "diff"], column_config={
+        "base_code": "code at base", "head_code": "code at head",
+        "diff": st.column_config.LinkColumn("diff", display_text="open")})
+    st.caption("Each registered kernel on each target, as the FlyDSL of each commit emitted it "
+               "(flybench.compile.code_history, no GPU): `changed` where the machine code differs, `identical` "
+               "where it is the same, else why there is none at one end. `diff` opens the instruction counts and "
+               "resources at both commits on Kernel resources.")
+
+
+def pushes_of(pr: int) -> None:
+    """The pull request's pushes, each case held against its base, with both verdicts."""
     cases = data.load("pull_request_cases", pr=int(pr), config=load_config())
     pushes = push_table(cases)
     hashes = list(pushes["commit_hash"])

@@ -20,13 +20,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import analysis, charts, data, filters, frames, ui
+from dashboard import machine_code as code
 from flybench.benchmark_names import is_compile_duration, series_name
+from flybench.errors import FlybenchError
 from flybench.regress import accepted, load_config
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.report import literal_markdown
 
-COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state", "evidence",
-           "run", "history", "subject", "kind", "unit"]
+COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state",
+           "machine_code", "code_diff", "evidence", "run", "history", "subject", "kind", "unit"]
 ENVIRONMENT_COLUMNS = [*COLUMNS[:7], "since", *COLUMNS[7:]]
 RESOURCE_COLUMNS = ["subject", "machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change",
                     "commits", "verdict", "state", "evidence", "resources", "benchmark", "unit"]
@@ -58,7 +60,12 @@ def main() -> None:
     rows = one_series(rows)
     for column in ("base_text", "head_text", "label"):
         rows[column] = [frames.mark(t, p) for t, p in zip(rows[column], rows["provenance"])]
+    arch_of = facets.dropna(subset=["arch"]).groupby("machine")["arch"].first()
+    found = data.memo("alert-code", code_columns, rows=rows[rows["kind"] != "change"], arch_of=arch_of)
+    for column in ("machine_code", "code_diff"):
+        rows[column] = found[column].reindex(rows.index, fill_value="")
     steps(rows[rows["kind"] == "step"])
+    accept_control(rows[(rows["kind"] == "step") & (rows["state"] == "open alert")])
     accepted_levels(levels, allowed)
     environment_steps(rows[rows["kind"] == ENVIRONMENT])
     resource_changes(rows[rows["kind"] == "change"])
@@ -69,17 +76,113 @@ def main() -> None:
     data.committed_note(set(rows["machine"]))
 
 
+def code_columns(rows: pd.DataFrame, arch_of: pd.Series) -> pd.DataFrame:
+    """Per step, what the machine code of its series' kernels did over its range on its own runner's
+    architecture (`machine_code`: which changed, or identical, or why it cannot say) and a link to the change
+    (`code_diff`: the instruction counts and resources at the two commits, on Kernel resources)."""
+    out = pd.DataFrame({"machine_code": "", "code_diff": ""}, index=rows.index)
+    if rows.empty:
+        return out
+    records = data.load("machine_code")
+    for subject in rows["subject"].unique():
+        kernels = data.load("series_kernels", subject=subject)
+        if kernels.empty:
+            continue
+        runs = {(b, json.dumps(json.loads(p), sort_keys=True), a): k for b, p, k, a in
+                kernels[["benchmark", "params", "kernel", "arch"]].itertuples(index=False)}
+        of_series: dict[tuple, list[str]] = {}
+        for (b, p, a), k in runs.items():
+            of_series.setdefault((b, p, a), []).append(k)
+        mine = rows[rows["subject"] == subject]
+        for index, r in zip(mine.index, mine.itertuples()):
+            arch = arch_of.get(r.machine)
+            names = sorted(of_series.get((r.benchmark, json.dumps(r.params, sort_keys=True), arch), []))
+            if not names:
+                out.loc[index, "machine_code"] = f"no registered kernel on {arch}" if arch else ""
+                continue
+            pairs = code.pairs(records[records["subject"] == subject], r.last_good, r.first_bad, arch, names)
+            changed = list(pairs.loc[pairs["verdict"] == "changed", "kernel"])
+            same = int((pairs["verdict"] == "identical").sum())
+            if changed:
+                said = f"changed on {arch}: {', '.join(changed)}" + (f"; {same} identical" if same else "")
+            elif same:
+                said = f"identical on {arch} ({same} kernel{'s' if same != 1 else ''})"
+            else:
+                said = f"none stored at both {r.last_good[:8]} and {r.first_bad[:8]} on {arch}"
+            out.loc[index, "machine_code"] = said
+            if changed or same:
+                out.loc[index, "code_diff"] = ui.code_change_link((changed or names)[0], arch, r.last_good,
+                                                                  r.first_bad, names) + "#machine-code"
+    return out
+
+
+def accept_control(open_alerts: pd.DataFrame) -> None:
+    """Accept an open alert's new level with a reason, written where `flybench accept` writes it (the store's
+    acceptances file, through flybench.regress.accepted): the alert closes on every page and in `flybench
+    regressions`. The store itself stays read-only."""
+    if open_alerts.empty:
+        return
+    labels = {index: f"{r.machine}: {series_name(r.benchmark, list(r.params.values()))} at {r.commits}"
+              for index, r in zip(open_alerts.index, open_alerts.itertuples())}
+    with st.expander("Accept an open alert's new level"):
+        with st.form("accept-form", clear_on_submit=True):
+            chosen = st.selectbox("Alert", list(labels), format_func=labels.get, key="accept-alert")
+            reason = st.text_input("Reason (kept with the acceptance)", key="accept-reason",
+                                   placeholder="an intended trade-off, a new baseline")
+            submitted = st.form_submit_button("Accept this level")
+        if submitted:
+            r = open_alerts.loc[chosen]
+            if not reason.strip():
+                st.error("Say why the new level is accepted: the reason is kept with it.")
+                return
+            entry = accepted.Acceptance(r["subject"], r["machine"], r["benchmark"], r["params"], r["first_bad"],
+                                        reason.strip(), accepted.now())
+            try:
+                accepted.add(accepted.beside(data.db_path()), entry)
+            except FlybenchError as exc:
+                st.error(literal_markdown(str(exc)))
+                return
+            st.session_state["accept-done"] = f"Accepted {labels[chosen]}: {reason.strip()}"
+            st.rerun()
+    if done := st.session_state.pop("accept-done", None):
+        st.success(literal_markdown(done))
+    st.caption(f"Written to {literal_markdown(str(accepted.beside(data.db_path())))}, where `flybench accept --db` "
+               "writes; commit it with the results.")
+
+
 def accepted_levels(levels: list[accepted.Acceptance], allowed: pd.DataFrame) -> None:
-    """The accepted levels that apply here, with the reason each was given: why an alert is no longer open."""
+    """The accepted levels that apply here, with the reason each was given: why an alert is no longer open; each
+    can be taken back (un-accepted) from its own file, as `flybench accept --undo` does."""
     shown = [a for a in levels if a.machine in set(allowed["machine"])]
+    if done := st.session_state.pop("unaccept-done", None):
+        st.success(literal_markdown(done))
     if not shown:
         return
     st.subheader(f"{len(shown)} accepted level{'s' if len(shown) != 1 else ''}")
     st.caption("Each closes its series' alerts up to the accepted commit, on every page and in every count "
-               "(`flybench accept`); the reason is the one given then.")
+               "(`flybench accept`, or accepted here); the reason is the one given then.")
+    names = [f"{a.machine}: {series_name(a.benchmark, list(a.params.values()))} at {a.commit[:8]}" for a in shown]
     ui.table(pd.DataFrame([{"series": series_name(a.benchmark, list(a.params.values())), "machine": a.machine,
                             "subject": a.subject, "commit": a.commit[:8], "reason": a.reason,
                             "accepted_at": a.accepted_at} for a in shown]), "accepted-levels")
+    with st.expander("Un-accept a level"):
+        with st.form("unaccept-form"):
+            chosen = st.selectbox("Accepted level", range(len(shown)), format_func=names.__getitem__,
+                                  key="unaccept-level")
+            submitted = st.form_submit_button("Un-accept: open its alert again")
+        if submitted:
+            try:
+                removed = accepted.remove(accepted.beside(data.db_path()), shown[chosen])
+            except FlybenchError as exc:
+                st.error(literal_markdown(str(exc)))
+                return
+            if not removed:
+                st.error(f"{literal_markdown(names[chosen])} is not in this store's acceptances file (it comes "
+                         "from the old results/accepted.json of the folder the dashboard started in): edit or "
+                         "delete that file.")
+                return
+            st.session_state["unaccept-done"] = f"Un-accepted {names[chosen]}: its alert is open again."
+            st.rerun()
 
 
 def one_series(rows: pd.DataFrame) -> pd.DataFrame:
@@ -102,11 +205,23 @@ def steps(rows: pd.DataFrame) -> None:
     open_ = int((rows["state"] == "open alert").sum())
     st.subheader(f"{open_} open alert{'s' if open_ != 1 else ''}"
                  + (f", {len(rows) - open_} recovered or accepted" if len(rows) > open_ else ""))
-    ui.chart(charts.change_bars(rows, "change (first bad vs last good)"), rows, "regressions-chart", COLUMNS)
+    ui.chart(data.chart_spec(charts.change_bars, frame=rows, title="change (first bad vs last good)"), rows,
+             "regressions-chart", COLUMNS)
     ui.table(rows, "regressions", COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",
-        "run": "first bad measured in", "history": st.column_config.LinkColumn("history", display_text="open")})
+        "run": "first bad measured in", "history": st.column_config.LinkColumn("history", display_text="open"),
+        "machine_code": "machine code (own architecture)",
+        "code_diff": st.column_config.LinkColumn("code change", display_text="open")})
+    evidence_in_full(rows)
+
+
+def evidence_in_full(rows: pd.DataFrame) -> None:
+    """Each alert's evidence whole, wrapped: a table cell cuts a long one off at any width."""
+    with st.expander("Evidence in full", expanded=st.query_params.get("series") is not None):
+        for r in rows.itertuples():
+            st.markdown(f"**{literal_markdown(r.label)}** ({r.commits}, {r.state}): {literal_markdown(r.evidence)}"
+                        + (f" Machine code: {literal_markdown(r.machine_code)}." if r.machine_code else ""))
 
 
 def environment_steps(rows: pd.DataFrame) -> None:

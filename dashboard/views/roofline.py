@@ -42,7 +42,8 @@ def main() -> None:
         points = frames.against_roofs(points, roofs)
         points["history"] = ui.history_links(points)
         st.caption(ui.roof_statement(points))
-        ui.chart(charts.roofline(points, lines), points, "roofline", POINT_COLUMNS, stretch=False)
+        ui.chart(data.chart_spec(charts.roofline, points=points, roofs=lines), points, "roofline", POINT_COLUMNS,
+                 stretch=False)
         st.subheader("Cases on the chart")
         ui.table(points, "roofline-cases", POINT_COLUMNS, column_config=NUMBERS)
         st.subheader("Ceilings (the dashed roofs)")

@@ -25,12 +25,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         description="Record that the level of SERIES at COMMIT is accepted (an intended trade-off, a new "
                     "baseline): `flybench regressions` and the dashboard stop reporting the step that led there. "
                     "The acceptance is kept beside the database (--db), in <database name>.accepted.json. "
-                    "Exit status: 0 recorded, 2 bad input (unknown series, machine or commit; a file that cannot "
+                    "--undo takes an acceptance back. Exit status: 0 recorded, 2 bad input (unknown series, machine or "
+                    "commit; a file that cannot "
                     "be written).")
     parser.add_argument("series", help="benchmark(params), as the alert names it, e.g. "
                                        "'attention.Quick.track_time(B1S1H4Hkv4D128_causal, flex, bf16)'")
     parser.add_argument("commit", help="the commit (or unique prefix) whose level becomes the baseline")
-    parser.add_argument("--reason", required=True, help="why the new level is accepted (kept with it)")
+    parser.add_argument("--reason", help="why the new level is accepted (kept with it; required unless --undo)")
+    parser.add_argument("--undo", action="store_true",
+                        help="take the acceptance of SERIES at COMMIT back: its alert opens again (as the "
+                             "dashboard's Regressions page does)")
     parser.add_argument("--machine", help="machine of the series (needed when several machines have it)")
     parser.add_argument("--subject", help="repository of the commits (needed when several have the series)")
     parser.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"database file (default: {DEFAULT_DB})")
@@ -41,8 +45,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 
 def main(args: argparse.Namespace) -> int:
-    if not args.reason.strip():
-        raise FlybenchError("--reason is empty: say why the new level is accepted")
+    if not args.undo and not (args.reason or "").strip():
+        raise FlybenchError("--reason is missing or empty: say why the new level is accepted")
     try:
         benchmark, values = parse_series(args.series)
     except ValueError as exc:
@@ -67,9 +71,17 @@ def main(args: argparse.Namespace) -> int:
         raise FlybenchError(f"commit {args.commit!r} {what} in {args.series} on {machine}; its commits: "
                             + ", ".join(c[:8] for c in commits))
     params = json.loads(rows["params"].iloc[0])
-    entry = accepted.Acceptance(subject, machine, benchmark, params, matches[0], args.reason.strip(), accepted.now())
-    path, new = accepted.add(args.accepted or accepted.beside(args.db), entry)
     name = series_name(benchmark, list(params.values()))
+    path = args.accepted or accepted.beside(args.db)
+    if args.undo:
+        entry = accepted.Acceptance(subject, machine, benchmark, params, matches[0], "", "")
+        if accepted.remove(path, entry):
+            print(f"no longer accepted: {name} on {machine} at {matches[0][:8]} ({path}; commit it with the results)")
+        else:
+            print(f"{name} on {machine} is not accepted at {matches[0][:8]} in {path}: nothing changed")
+        return 0
+    entry = accepted.Acceptance(subject, machine, benchmark, params, matches[0], args.reason.strip(), accepted.now())
+    path, new = accepted.add(path, entry)
     if not new:
         print(f"{name} on {machine} is already accepted at {matches[0][:8]} in {path}: nothing changed")
         return 0

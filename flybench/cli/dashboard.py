@@ -9,6 +9,13 @@ path and the asv config (for commit messages and links) reach the app as
 environment variables; anything after `--` goes to `streamlit run` unchanged.
 Visitors' error boxes show an exception's type, never its traceback (the
 server's paths): `--client.showErrorDetails` after `--` overrides it.
+
+It serves with production settings (`PRODUCTION`): Streamlit's file watcher
+polls every page's source and module for edits, which cost about 0.4 s of
+server CPU per session on FlyDSL's month and serves no user; `--dev` turns it
+back on (pages rerun when a source file is saved). The speed study and the
+browser tests start the server through `command`, so what they measure is
+what users run.
 """
 
 from __future__ import annotations
@@ -47,8 +54,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
     parser.add_argument("--address", default="localhost", help="address to listen on (default: localhost)")
     parser.add_argument("--config", type=Path, default=Path("asv.conf.json"),
                         help="asv config of the subject, for commit messages and links (default: asv.conf.json)")
+    parser.add_argument("--dev", action="store_true",
+                        help="development: watch the pages' source files and rerun a page when one is saved "
+                             "(off by default: the watcher costs server CPU on every session)")
     parser.add_argument("streamlit_args", nargs=argparse.REMAINDER, help="after --: passed to streamlit run")
     return parser
+
+
+PRODUCTION = ["--server.fileWatcherType", "none", "--server.runOnSave", "false", "--global.developmentMode",
+              "false", "--client.toolbarMode", "viewer"]
+"""No file watcher, no rerun on save, no developer menu: what a served dashboard needs, and what it is timed at."""
+DEVELOPMENT = ["--server.fileWatcherType", "auto", "--server.runOnSave", "true", "--client.toolbarMode", "developer"]
+"""`--dev`: the watcher reruns a page when its source changes."""
 
 
 def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -68,7 +85,7 @@ def command(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     serve = app.with_name("serve.py")  # `streamlit run`, with the pages' modules imported before the server starts
     cmd = [sys.executable, str(serve), "run", str(app), "--server.port", str(args.port),
            "--server.address", args.address, "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           *details, *extra]
+           *(DEVELOPMENT if getattr(args, "dev", False) else PRODUCTION), *details, *extra]
     env = {**os.environ, envvars.DB: str(args.db.resolve()), envvars.ASV_CONFIG: str(args.config.resolve())}
     return cmd, env
 

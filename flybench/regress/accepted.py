@@ -24,7 +24,7 @@ import datetime as dt
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +115,31 @@ def add(path: Path, acceptance: Acceptance) -> tuple[Path, bool]:
     symbolic link is written through: its target is the file replaced, the
     link stays.
     """
+    def added(current: list[Acceptance]) -> list[Acceptance] | None:
+        if any(a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark, acceptance.params)
+               and a.commit == acceptance.commit for a in current):
+            return None
+        return [*current, acceptance]
+
+    return path, _rewrite(path, added)
+
+
+def remove(path: Path, acceptance: Acceptance) -> bool:
+    """Take one acceptance back (the series at that commit, whatever reason it was given): whether the file held
+    it. Its alert opens again on every page and in `flybench regressions`. Written as `add` writes."""
+    def kept(current: list[Acceptance]) -> list[Acceptance] | None:
+        left = [a for a in current if not (a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark,
+                                                     acceptance.params) and a.commit == acceptance.commit)]
+        return None if len(left) == len(current) else left
+
+    if not path.is_file():
+        return False
+    return _rewrite(path, kept)
+
+
+def _rewrite(path: Path, change: Callable[[list[Acceptance]], list[Acceptance] | None]) -> bool:
+    """Replace the file's entries with `change(entries)` under the lock (None: leave it as it is); whether it was
+    rewritten."""
     if path.is_dir():
         raise FlybenchError(f"accepted-levels file {path} is a directory: pass a file, e.g. {path / 'accepted.json'}")
     check_file(path)  # the rename below would replace a device node (as root, /dev/null itself) with this file
@@ -124,17 +149,16 @@ def add(path: Path, acceptance: Acceptance) -> tuple[Path, bool]:
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
         with _locked(file):
-            current = load(file) if file.is_file() else []
-            if any(a.matches(acceptance.subject, acceptance.machine, acceptance.benchmark, acceptance.params)
-                   and a.commit == acceptance.commit for a in current):
-                return path, False
-            entries = [asdict(a) for a in current] + [asdict(acceptance)]
-            _replace(file, json.dumps({"version": FORMAT_VERSION, "accepted": entries}, indent=1) + "\n")
+            entries = change(load(file) if file.is_file() else [])
+            if entries is None:
+                return False
+            _replace(file, json.dumps({"version": FORMAT_VERSION, "accepted": [asdict(a) for a in entries]},
+                                      indent=1) + "\n")
     except OSError as exc:
         raise FlybenchError(f"cannot write {path} ({exc.strerror or exc}{': ' + exc.filename if exc.filename else ''}"
-                            "): nothing was accepted; make its folder writable, or pass --accepted with a file in a "
+                            "): nothing was changed; make its folder writable, or pass --accepted with a file in a "
                             "folder you can write") from exc
-    return path, True
+    return True
 
 
 def _replace(file: Path, text: str) -> None:

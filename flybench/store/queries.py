@@ -603,3 +603,31 @@ def longest_series(db_path: str | Path, machine: str | None = None, subject: str
                             "AND r.status = 'ok' GROUP BY r.subject, r.machine, r.env_name, r.benchmark, r.params "
                             "ORDER BY runs DESC LIMIT 1", args)
     return int(frame["runs"].iloc[0]) if len(frame) else 0
+
+
+# --- Machine code on the pages: what each commit's compiler emitted per kernel and target, and the series' kernels.
+
+def machine_code_history(db_path: str | Path = DEFAULT_DB, subject: str | None = None) -> pd.DataFrame:
+    """Every machine code record (`machine_code`) with its commit's place on main, date, pull request and title:
+    subject, hash, kernel, arch, code_hash, status, library, detail, metrics (JSON text), position, date,
+    merged_pr, title, oldest first per (kernel, target). A record of a commit main's attribution does not hold
+    has no position and sorts by date."""
+    return _query(db_path, """
+        SELECT m.subject, m.hash, m.kernel, m.arch, m.code_hash, m.status, m.library, m.detail,
+               m.metrics::VARCHAR AS metrics, cc.position, c.date, cc.merged_pr, coalesce(cc.title, '') AS title
+        FROM machine_code m
+        LEFT JOIN code_changes cc ON cc.subject = m.subject AND cc.hash = m.hash
+        LEFT JOIN commits c ON c.subject = m.subject AND c.hash = m.hash
+        WHERE (?::VARCHAR IS NULL OR m.subject = ?)
+        ORDER BY m.subject, m.kernel, m.arch, cc.position NULLS LAST, c.date NULLS LAST, m.hash""", [subject, subject])
+
+
+def merged_pull_requests(db_path: str | Path = DEFAULT_DB, subject: str | None = None) -> pd.DataFrame:
+    """The subject's main commits that merged a pull request, in main's order: subject, hash, position,
+    merged_pr, title, date."""
+    return _query(db_path, """
+        SELECT cc.subject, cc.hash, cc.position, cc.merged_pr, cc.title, c.date
+        FROM code_changes cc LEFT JOIN commits c ON c.subject = cc.subject AND c.hash = cc.hash
+        WHERE cc.merged_pr IS NOT NULL AND (?::VARCHAR IS NULL OR cc.subject = ?)
+        ORDER BY cc.subject, cc.position""", [subject, subject])
+

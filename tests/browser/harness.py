@@ -69,14 +69,15 @@ def serve(db: Path, asv_config: Path | None = None, timeout: float = 60.0) -> It
 @contextmanager
 def server(db: Path, asv_config: Path | None = None,
            timeout: float = 60.0) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """`serve`, yielding the server's process too (the speed study reads its CPU time)."""
+    """`serve`, yielding the server's process too (the speed study reads its CPU time). The command and its
+    settings are `flybench dashboard`'s own (`flybench.cli.dashboard.command`), started in this checkout."""
+    from flybench.cli import build_parser
+    from flybench.cli import dashboard as verb
+
     port = free_port()
-    env = {**os.environ, "FLYBENCH_DB": str(db)}
-    if asv_config is not None:
-        env["FLYBENCH_ASV_CONFIG"] = str(asv_config)
-    cmd = [sys.executable, str(SERVE), "run", str(APP), "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true", "--browser.gatherUsageStats", "false",
-           "--server.fileWatcherType", "none"]
+    args = build_parser().parse_args(["dashboard", "--db", str(db), "--port", str(port), "--address", "127.0.0.1",
+                                      *(["--config", str(asv_config)] if asv_config is not None else [])])
+    cmd, env = verb.command(args)  # exactly what `flybench dashboard` runs: its settings are what is measured
     process = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
