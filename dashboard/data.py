@@ -41,7 +41,10 @@ def _named_resources(path: str, units: list[str]) -> pd.DataFrame:
     rows = queries.resource_history(path, units=units)
     rows = rows.assign(kernel_name=frames.kernel_names(rows)) if not rows.empty else rows.assign(kernel_name="")
     code = machine_code.resource_rows(queries.machine_code_history(path))
-    code = code[code["unit"].str.lower().isin(units)].assign(kernel_name=code["kernel"].astype(object))
+    # a commit the store has no date for (machine code ingested without the import that dates main's commits)
+    # has no place on a commit axis
+    code = code[code["unit"].str.lower().isin(units) & code["commit_date"].notna()]
+    code = code.assign(kernel_name=code["kernel"].astype(object))
     if code.empty:
         return rows
     key = ["subject", "kernel_name", "arch", "commit_hash", "metric"]

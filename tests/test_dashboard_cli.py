@@ -29,11 +29,11 @@ def test_it_serves_with_production_settings_unless_developing(tmp_path: Path) ->
     """No file watcher (0.4 s of server CPU a session on FlyDSL's month), no rerun on save, no developer menu; the
     browser tests and the speed study start the server through this same command."""
     cmd, _ = verb.command(build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb")]))
-    settings = dict(zip(cmd[5::2], cmd[6::2]))
+    settings = dict(zip(cmd[4::2], cmd[5::2]))
     assert settings["--server.fileWatcherType"] == "none" and settings["--server.runOnSave"] == "false"
     assert settings["--global.developmentMode"] == "false" and settings["--client.toolbarMode"] == "viewer"
     cmd, _ = verb.command(build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb"), "--dev"]))
-    settings = dict(zip(cmd[5::2], cmd[6::2]))
+    settings = dict(zip(cmd[4::2], cmd[5::2]))
     assert settings["--server.fileWatcherType"] == "auto" and settings["--server.runOnSave"] == "true"
 
 

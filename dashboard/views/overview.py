@@ -235,6 +235,7 @@ def wide_table(newest: pd.DataFrame, archs: list[str]) -> pd.DataFrame:
     wide["shown"] = frames.ratio_text(wide, wide["ratio"], head, base) if head in wide and base in wide else ""
     wide["history"] = ui.history_links(wide)
     wide["commits"] = frames.commits_compared(wide, archs)
+    wide["unit"] = wide["unit"].map(frames.unit_label)  # after the ratio, which reads the unit as stored
     return wide
 
 

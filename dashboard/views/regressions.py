@@ -68,6 +68,8 @@ def main() -> None:
     accept_control(rows[(rows["kind"] == "step") & (rows["state"] == "open alert")])
     accepted_levels(levels, allowed)
     environment_steps(rows[rows["kind"] == ENVIRONMENT])
+    for kind, apart in rows[~rows["kind"].isin(["step", ENVIRONMENT, "change"])].groupby("kind", sort=True):
+        other_steps(str(kind), apart)
     resource_changes(rows[rows["kind"] == "change"])
     if durations.any():
         st.caption(f"Not listed: {int(durations.sum())} steps in compile durations (how long a compile took on "
@@ -120,6 +122,8 @@ def accept_control(open_alerts: pd.DataFrame) -> None:
     """Accept an open alert's new level with a reason, written where `flybench accept` writes it (the store's
     acceptances file, through flybench.regress.accepted): the alert closes on every page and in `flybench
     regressions`. The store itself stays read-only."""
+    if done := st.session_state.pop("accept-done", None):
+        st.success(literal_markdown(done))
     if open_alerts.empty:
         return
     labels = {index: f"{r.machine}: {series_name(r.benchmark, list(r.params.values()))} at {r.commits}"
@@ -144,8 +148,6 @@ def accept_control(open_alerts: pd.DataFrame) -> None:
                 return
             st.session_state["accept-done"] = f"Accepted {labels[chosen]}: {reason.strip()}"
             st.rerun()
-    if done := st.session_state.pop("accept-done", None):
-        st.success(literal_markdown(done))
     st.caption(f"Written to {literal_markdown(str(accepted.beside(data.db_path())))}, where `flybench accept --db` "
                "writes; commit it with the results.")
 
@@ -238,6 +240,20 @@ def environment_steps(rows: pd.DataFrame) -> None:
     ui.table(rows, "environment-steps", ENVIRONMENT_COLUMNS, column_config={
         "change": st.column_config.NumberColumn("change", format="percent"),
         "base_text": "before", "head_text": "after", "commits": "last good..first bad",
+        "history": st.column_config.LinkColumn("history", display_text="open")})
+
+
+def other_steps(kind: str, rows: pd.DataFrame) -> None:
+    """Steps the scan keeps apart under a kind of their own (such as steps over a C++ range no machine code
+    holds): listed with their evidence, never counted as alerts."""
+    st.subheader(f"{len(rows)} {kind} step{'s' if len(rows) != 1 else ''} (not alerts)")
+    st.caption(f"Steps the history scan classed as {literal_markdown(kind)}: not an alert and not in `flybench "
+               "regressions`' exit status; the evidence says what is missing to decide (docs/alerts.md).")
+    ui.table(rows.assign(history=ui.history_links(rows)), f"{kind}-steps", COLUMNS, column_config={
+        "change": st.column_config.NumberColumn("change", format="percent"),
+        "base_text": "before", "head_text": "after", "commits": "last good..first bad",
+        "machine_code": "machine code (own architecture)",
+        "code_diff": st.column_config.LinkColumn("code change", display_text="open"),
         "history": st.column_config.LinkColumn("history", display_text="open")})
 
 

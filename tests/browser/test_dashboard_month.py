@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from test_dashboard_browser import tab  # noqa: F401  (the fixture)
 from test_dashboard_db import DashboardDB, dash_db  # noqa: F401  (the fixture)
 
 from browser.harness import REPO, load, serve
+from browser.test_dashboard_browser import tab  # noqa: F401  (the fixture)
 
 FLYDSL_CLONE = Path("/work/.mirror/ROCm+FlyDSL/repo")
 """A clone of FlyDSL with main's history, where this machine has one (the import's code attribution)."""
