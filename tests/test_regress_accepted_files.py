@@ -6,6 +6,7 @@ exit 0's sibling, 1, and nothing said why; reading a FIFO would block.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -60,3 +61,21 @@ def test_a_link_to_no_file_yet_is_no_acceptance(tmp_path: Path, monkeypatch: pyt
     db = tmp_path / "store.duckdb"
     accepted.beside(db).symlink_to(tmp_path / "shared" / "levels.json")
     assert accepted.for_store(db) == ([], "")
+
+
+def test_a_newer_format_is_not_called_malformed_and_bad_entries_are_named(tmp_path: Path) -> None:
+    """Advised to 'fix or remove' a newer flybench's file, a user lost its levels; an entry of the wrong types
+    matched no series and closed nothing, without a word."""
+    path = tmp_path / "accepted.json"
+    path.write_text('{"version": 2, "accepted": []}')
+    with pytest.raises(FlybenchError, match="written by a newer flybench; this one reads format 1: upgrade flybench "
+                                            r"\(keep the file"):
+        accepted.load(path)
+    entry = {"subject": "s", "machine": "m", "benchmark": "b", "params": {}, "commit": "c" * 40, "reason": "r",
+             "accepted_at": "t"}
+    for wrong in ({"params": []}, {"commit": 5}, {"machine": None}):
+        path.write_text(json.dumps({"version": 1, "accepted": [{**entry, **wrong}]}))
+        with pytest.raises(FlybenchError, match="an entry's params must be an object and its other fields text"):
+            accepted.load(path)
+    path.write_text(json.dumps({"version": 1, "accepted": [entry]}))
+    assert accepted.load(path) == [accepted.Acceptance(**entry)]

@@ -98,9 +98,19 @@ def load(path: Path) -> list[Acceptance]:
                             "anew) or restore the file")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
+        version = data.get("version") if isinstance(data, dict) else None
+        if type(version) is int and version > FORMAT_VERSION:  # a newer flybench's: removing it loses its levels
+            raise FlybenchError(f"{path} holds accepted levels of format {version}, written by a newer flybench; "
+                                f"this one reads format {FORMAT_VERSION}: upgrade flybench (keep the file: it holds "
+                                "the accepted levels)")
+        if version != FORMAT_VERSION:
             raise ValueError(f"expected an object with \"version\": {FORMAT_VERSION}")
-        return [Acceptance(**entry) for entry in data["accepted"]]
+        found = [Acceptance(**entry) for entry in data["accepted"]]
+        wrong = next((a for a in found if not isinstance(a.params, dict) or not all(
+            isinstance(v, str) for k, v in asdict(a).items() if k != "params")), None)
+        if wrong is not None:  # such an entry matched no series, and closed nothing, without a word
+            raise ValueError(f"an entry's params must be an object and its other fields text: {asdict(wrong)}")
+        return found
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise FlybenchError(f"{path} is not an accepted-levels file ({exc}); fix or remove it") from exc
 
