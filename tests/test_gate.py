@@ -418,3 +418,12 @@ def test_a_case_over_the_devices_memory_is_known_before_it_runs(monkeypatch) -> 
     found = gate._over_memory([["moe", "dsv3-tp8-t4096", "xla", "bf16"], ["moe", "dsv3-tp8-t1", "xla", "bf16"],
                                ["moe", "dsv3-tp8-t4096", "triton", "bf16"]], None)
     assert list(found) == [("moe", "dsv3-tp8-t4096", "xla", "bf16")]
+
+
+def test_filters_that_share_no_case_are_bad_input(subject: Path, tmp_path: Path, capsys) -> None:
+    """`-w mixtral_step -p flex` once passed as 'not measured', exit 0: flex runs no model step."""
+    assert main(["gate", "base", "aa", "--repo", str(subject), "--workdir", str(tmp_path / "w"), "--set", "tiny",
+                 "-w", "mixtral_step", "-p", "flex", "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "the filters name no case: -w mixtral_step -p flex share no workload, provider and dtype" in err
+    assert "Traceback" not in err and not (tmp_path / "w").exists()

@@ -141,6 +141,12 @@ def main(args: argparse.Namespace) -> int:
         _check_records(path)
     device = hardware.detect()
     candidates = choices(device, workloads, args.provider, args.dtype)
+    if not candidates:  # `-w mixtral_step -p flex` once passed as "not measured", exit 0
+        given = " ".join(f"{flag} {value}" for flag, values in (("-w", args.workload), ("-p", args.provider),
+                                                                 ("-d", args.dtype), ("-c", args.case))
+                         for value in values or ())
+        raise FlybenchError(f"the filters name no case: {given} share no workload, provider and dtype (`flybench "
+                            "list` names each workload's providers and dtypes); widen or drop one")
     runnable = [c for c in candidates if c.reason is None]
     subjects_run = any(cfg.is_subject(c.provider) for c in runnable)
     kernels = [] if args.no_compile else compile_kernels(flydsl, args.kernel, args.arch)
