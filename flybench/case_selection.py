@@ -47,15 +47,17 @@ RECORDS, IMPORTS = "case records", "static imports"
 def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[str], str | None],
                    unchanged_since: Callable[[str, set[str]], bool],
                    fits: Callable[[Key, list[str]], str | None] = lambda key, loaded: None,
-                   ) -> tuple[dict[Key, set[str]], list[str]]:
+                   ) -> tuple[dict[Key, set[str]], list[str], int]:
     """Per case of `shape_set`, the files its usable records loaded (their union): the `ok` records under
     `trees` (results trees, or record files) whose commit `commit_of` resolves (to a full hash, else None), whose
     `loaded` list `fits` the case (None; else why not: files the repository does not have, another case's files)
     and `unchanged_since(commit, files)` accepts. Also, a line per record that was ignored because it could steer
     the gate (a commit that is none, `loaded` that is not the case's repository paths) or a file that could not be
-    read as records."""
+    read as records; and how many records are older than the `loaded` field (the repository's own committed
+    results, say), which select nothing and are no cause for suspicion."""
     found: dict[Key, set[str]] = {}
     refused: list[str] = []
+    older = 0
     for tree in trees:
         paths = [tree] if not tree.is_dir() else sorted(tree.rglob(f"*{records.SUFFIX}"))
         for path in paths:
@@ -67,6 +69,9 @@ def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[s
                     continue
                 key = (record["workload"], record["case"], record["provider"], record["dtype"])
                 named = f"{path.name}: {key[0]}/{key[2]} {key[1]} {key[3]}"
+                if "loaded" not in record:
+                    older += 1
+                    continue
                 loaded, commit = record.get("loaded"), record.get("commit")
                 wrong = _not_repository_paths(loaded)
                 if wrong is None and not (isinstance(commit, str) and commit_of(commit)):
@@ -79,7 +84,7 @@ def recorded_files(trees: Iterable[Path], shape_set: str, commit_of: Callable[[s
                 full = commit_of(commit)
                 if full and unchanged_since(full, set(loaded)):
                     found.setdefault(key, set()).update(loaded)
-    return found, refused
+    return found, refused, older
 
 
 def _not_repository_paths(loaded: object) -> str | None:
@@ -99,6 +104,8 @@ NOTHING_CHANGED = "the change alters no compiled kernel and no host code that la
 """The headline of a gate whose changed files reach cases, none of which would run differently."""
 COMPILED_IDENTICALLY = "compiled identically at base and head"
 LAUNCHES_NONE = "it launches none of the project's Triton kernels, and only their kernel code changed"
+SHOWN_REFUSED = 3
+"""Records ignored that the report names one by one; the rest are counted."""
 PER_CASE = 40
 """Up to this many timed cases, the report gives each its own line; more are grouped by reason."""
 
@@ -117,6 +124,7 @@ class Chosen:
     timed: dict[Key, list[str]] = field(default_factory=dict)  # after `narrow`: why each selected case is timed
     untimed: dict[Key, str] = field(default_factory=dict)  # after `narrow`: why a case the files reach is not
     refused: list[str] = field(default_factory=list)  # records ignored, and why
+    older: int = 0  # records written before cases recorded their loaded files: used for nothing
 
     def runnable(self) -> list[Key]:
         """The selected cases this machine can measure."""
@@ -158,10 +166,14 @@ class Chosen:
         if left and not self.shared and self.why:
             lines.append(f"left out, none of their cases loads a changed file: {some(left, 12)}")
         lines += cannot_run_lines(self.cannot_run)
+        if self.older:
+            lines.append(f"{_count(self.older, 'case record')} older than the loaded files "
+                         f"{'they' if self.older != 1 else 'it'} would list: not used")
         if self.refused:
             lines.append(f"case records ignored ({len(self.refused)}), since they could steer the selection: "
-                         + "; ".join(self.refused[:12]) + (f"; and {len(self.refused) - 12} more"
-                                                          if len(self.refused) > 12 else ""))
+                         + "; ".join(r[:300] for r in self.refused[:SHOWN_REFUSED])
+                         + (f"; and {len(self.refused) - SHOWN_REFUSED} more" if len(self.refused) > SHOWN_REFUSED
+                            else ""))
         return lines
 
     def _timed_lines(self) -> list[str]:

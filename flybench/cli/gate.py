@@ -489,13 +489,13 @@ def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cf
                 else affected.case_files(side.build.root, workload, provider) for side in sides.values()))
         return static[workload, provider]
 
-    recorded, refused = case_selection.recorded_files([t for t in trees if t.exists()], shape_set,
+    recorded, refused, older = case_selection.recorded_files([t for t in trees if t.exists()], shape_set,
                                                       _commit_of(repo), _unchanged_since(repo, base),
                                                       _record_fits(repo, base, flydsl))
     chosen = case_selection.choose(keys, recorded, files, changed,
                                    affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
                                    {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
-    return replace(chosen, refused=refused)
+    return replace(chosen, refused=refused, older=older)
 
 
 def _record_fits(repo: Path, base: str, flydsl: bool):
