@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -100,17 +101,55 @@ def test_ctrl_c_inside_a_write_stops_after_it_with_whole_files_only(tree: Path, 
     assert ingest(tree, db, "flybench").ok and _counts(db) == whole
 
 
-@pytest.mark.parametrize("after", [0.5, 1.5, 2.5, 3.5])
-def test_ctrl_c_at_any_moment_of_the_command_is_clean(after: float, tree: Path, whole: dict[str, int],
+def _holds_open_under(pid: int, folder: Path) -> bool:
+    """Whether the process has a file under `folder` open (it is reading the tree): a state of the command's own
+    work. (Python itself cannot answer a Ctrl-C while it starts: one during its `site` import is a fatal error
+    of the interpreter, before any program runs.)"""
+    try:
+        links = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for link in links:
+        try:
+            if Path(os.readlink(link)).is_relative_to(folder):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _interrupt_when(process: subprocess.Popen, ready) -> None:
+    """Send Ctrl-C once `ready()` holds (the state the test checks), unless the command ended first."""
+    while process.poll() is None and not ready():
+        time.sleep(0.01)
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+
+
+@pytest.mark.parametrize("moment", ["reading", "storing", "stored"])
+def test_ctrl_c_at_any_moment_of_the_command_is_clean(moment: str, tree: Path, whole: dict[str, int],
                                                       tmp_path: Path) -> None:
-    """Whenever it lands (the moments are spread over a run, which takes a few seconds here): exit 130, or 0
-    when the ingest had ended; no traceback, no file named as bad; an ingest after it stores the whole tree."""
+    """Whenever it lands, while it reads the tree, while it stores (the store exists), or once it said what it
+    stored (it rescans then): exit 130, or 0 when the ingest had ended; no traceback, no file named as bad; an ingest
+    after it stores the whole tree. Each moment is a state the test waits for, never a time, so a busy machine
+    moves nothing."""
     db = tmp_path / "store.duckdb"
     command = [sys.executable, "-m", "flybench", "ingest", str(tree), "--db", str(db), "--subject", "flybench"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(after)
-    process.send_signal(signal.SIGINT)
-    out, err = process.communicate(timeout=300)
+    said: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            said.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ready = {"reading": lambda: db.exists() or _holds_open_under(process.pid, tree), "storing": db.exists,
+             "stored": lambda: bool(said)}
+    _interrupt_when(process, ready[moment])
+    err = process.stderr.read()
+    process.wait(timeout=300)
+    reader.join(timeout=300)
     assert process.returncode in (0, 130), err
     assert "Traceback" not in err and "error:" not in err
     if process.returncode == 130:
