@@ -72,3 +72,28 @@ def test_a_record_file_read_in_part_replaces_only_the_rows_of_its_good_lines(sto
     (tree / COUNTERS).write_text("\n".join(lines[:3]) + "\n")  # read whole, the file is the truth again
     assert ingest(tree, db, "flybench").ok
     assert len(rows(db, "counter_cases", COUNTERS)) == 3
+
+
+@pytest.mark.parametrize("content", ["", "{torn\n"])
+def test_case_records_that_hold_no_record_keep_the_results_as_stored(stored, content: str) -> None:
+    """Emptied, the case records of a results file were passed over and its 298 rows stored again without their
+    contracts and failure reasons (145 contracts and 3 reasons gone), exit 0."""
+    tree, db = stored
+    cases = "dev-h200/31f37507-existing-py_opt_torch_.venv_bin_python3.cases.jsonl"
+
+    def described() -> list[tuple]:
+        conn = duckdb.connect(str(db), read_only=True)
+        try:
+            return conn.execute("SELECT status, count(*), count(contract), count(reason) FROM results WHERE "
+                                "source_file = ? GROUP BY ALL ORDER BY ALL",
+                                [cases.replace(".cases.jsonl", ".json")]).fetchall()
+        finally:
+            conn.close()
+
+    before = described()
+    assert any(contracts for _, _, contracts, _ in before)
+    (tree / cases).write_text(content)
+    report = ingest(tree, db, "flybench")
+    (error,) = report.errors
+    assert error.path == str(tree / cases) and "holds no case record" in error.message
+    assert described() == before

@@ -47,10 +47,15 @@ def load_cases(path: Path) -> tuple[dict[CaseKey, dict[str, Any]], list[str]]:
     A torn line (a process killed mid-write) is skipped: its case falls back
     to asv's own value, which is what asv recorded for a killed process anyway.
     A record holding a number no column can store refuses the file (`BadInput`),
-    and so does a byte that is not UTF-8 (`files.refuse_binary`).
+    and so does a byte that is not UTF-8 (`files.refuse_binary`), and a file
+    with no record at all (emptied, every line torn).
     """
     refuse_binary(path)
     found, warnings = records.read(path)
+    if not found:  # emptied (a full disk, a damaged copy): storing the results without it dropped their records
+        raise BadInput(f"it holds no case record{f' ({len(warnings)} lines skipped)' if warnings else ''}, so the "
+                       "results beside it would lose their contracts, statuses and reasons: what was stored is kept; "
+                       "restore it from its runner and ingest again, or move it aside to store asv's values alone")
     for record in found:
         _refuse_huge_integers(record)
     rounds = records.rounds(found)
