@@ -36,7 +36,7 @@ APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 
 def open_page(db: Path, page: str | None = None, config: Path | None = None, **query: str | list[str]) -> AppTest:
     """Run the app on `db` (then switch to views/<page>.py), with filters given as URL query parameters."""
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     if page:  # a fresh session opened on that page's URL: the query initialises the bound filters
         at.switch_page(f"views/{page}.py")
     at.query_params.update(query)

@@ -72,7 +72,7 @@ def test_latest_cases_of_any_unit_reach_every_series(foreign_db: Path) -> None:
 
 def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, page: str | None = None, **query: str) -> AppTest:
     monkeypatch.setenv("FLYBENCH_DB", str(db))
-    at = AppTest.from_file(str(APP), default_timeout=60)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     if page:
         at.switch_page(f"views/{page}.py")
     at.query_params.update(query)

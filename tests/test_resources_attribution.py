@@ -38,7 +38,7 @@ def test_ingest_stores_each_commits_title_pull_request_and_compiler(history_db: 
 def test_a_change_shows_its_pull_request_compiler_and_failed_compiles(history_db: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLYBENCH_DB", str(history_db))
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     at.switch_page("views/resources.py")
     at.query_params.update(kernel="flash_attn_generic:noncausal_m128")
     at.run()
@@ -71,11 +71,11 @@ def test_the_page_opens_on_flydsls_kernel_and_counts_every_commit_without_a_valu
     from flybench.compile.registry import CHECKOUT_CASES
 
     monkeypatch.setenv("FLYBENCH_DB", str(history_db))
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     at.switch_page("views/resources.py")
     at.run()
     assert at.selectbox(key="kernel").value in {c.name for c in CHECKOUT_CASES}
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     at.switch_page("views/resources.py")
     at.query_params.update(kernel="moe_gemm_2stage:stage2_prefill")
     at.run()
@@ -84,7 +84,7 @@ def test_the_page_opens_on_flydsls_kernel_and_counts_every_commit_without_a_valu
     assert code["commits"] == "cf1db2fe..5cb8c3c3" and code["failed_between"] == 10
     assert code["failures"].endswith("; not compiled (unavailable) at 4 commit(s)")
     assert not any("/work/" in f or "/home/" in f for f in changes["failures"])
-    at = AppTest.from_file(str(APP), default_timeout=120)
+    at = AppTest.from_file(str(APP), default_timeout=600)  # a bound against a hang, not a time to beat
     at.switch_page("views/resources.py")
     at.query_params.update(kernel="flash_attn_gfx950:causal")
     at.run()
