@@ -8,10 +8,10 @@ given: with a clone, the clone lacked the commit.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from fixtures.special_files import plant
 from test_import_faults import history, record, rows
 from test_import_flydsl_ci import _repo
 
@@ -23,20 +23,14 @@ from flybench.importers.flydsl_ci import read
 @pytest.mark.parametrize("kind", ["fifo", "link to /dev/zero", "folder", "dead link", "nothing"])
 def test_a_file_that_is_no_regular_file_is_refused_unread(tmp_path: Path, kind: str, capsys) -> None:
     path, db = tmp_path / "history.json", tmp_path / "store.duckdb"
-    if kind == "fifo":
-        os.mkfifo(path)  # opened, it would block until someone writes to it
-    elif kind == "link to /dev/zero":
-        path.symlink_to("/dev/zero")  # read, it never ends
-    elif kind == "folder":
-        path.mkdir()
-    elif kind == "dead link":
-        path.symlink_to(tmp_path / "gone.json")
+    if kind != "nothing":
+        plant(path, kind)
     assert cli(["import", "flydsl-ci", str(path), "--db", str(db)]) == 2
     err = capsys.readouterr().err
     expected = {"fifo": f"{path} is a FIFO (named pipe), not a FlyDSL CI history file, so it was not read",
                 "link to /dev/zero": f"{path} is a character device, not a FlyDSL CI history file",
                 "folder": f"{path} is a directory, not a FlyDSL CI history file",
-                "dead link": f"{path} is a link to {tmp_path / 'gone.json'}, which cannot be followed",
+                "dead link": f"{path} is a link to {path}.gone, which cannot be followed",
                 "nothing": f"no file at {path}: name the history.json"}
     assert expected[kind] in err
     assert "Traceback" not in err

@@ -10,12 +10,12 @@ stored over the rows of their own (commit, kernel, target).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from fixtures.special_files import SAID, plant
 
 from flybench.compile import machine_code
 from flybench.store import ingest, queries
@@ -80,26 +80,15 @@ def test_a_file_read_in_part_replaces_only_the_rows_of_its_good_lines(store_of_s
 def test_a_file_that_cannot_be_read_is_said_and_keeps_the_stored_machine_code(store_of_six, kind: str) -> None:
     results, db, before = store_of_six
     path = results / machine_code.FILE
-    path.unlink()
-    if kind == "empty":
-        path.write_text("")
-    elif kind == "blank lines":
-        path.write_text("\n \n")
-    elif kind == "fifo":
-        os.mkfifo(path)  # read, it would block until someone writes to it
-    elif kind == "link to /dev/zero":
-        path.symlink_to("/dev/zero")  # read, it never ends
-    elif kind == "folder":
-        path.mkdir()
+    if kind in SAID:
+        plant(path, kind)
     else:
-        path.symlink_to(results / "gone.jsonl")
+        path.write_text("" if kind == "empty" else "\n \n")
     report = ingest(results, db)
     assert not report.ok and report.machine_code_rows == 0 and report.machine_code_kept == 12
     (error,) = report.errors
     assert error.path == str(path)
-    expected = {"empty": "holds no record", "blank lines": "holds no record", "fifo": "FIFO",
-                "link to /dev/zero": "character device", "folder": "directory", "dead link": "cannot be followed"}
-    assert expected[kind] in error.message and "kept" in error.message
+    assert SAID.get(kind, "holds no record") in error.message and "kept" in error.message
     assert stored(db) == before
 
 

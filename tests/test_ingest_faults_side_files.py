@@ -12,12 +12,12 @@ so the report ran on the default thresholds.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import duckdb
 import pytest
+from fixtures.special_files import SAID, plant
 from test_machine_code_history import tree
 
 from flybench.cli import main
@@ -25,19 +25,7 @@ from flybench.errors import FlybenchError
 from flybench.regress.config import load_config
 from flybench.store import commit_notes, ingest
 
-NOT_REGULAR = {"fifo": "is a FIFO (named pipe)", "link to /dev/zero": "is a character device",
-               "folder": "is a directory"}
-
-
-def plant(path: Path, kind: str) -> None:
-    if os.path.lexists(path):
-        path.unlink()
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "link to /dev/zero":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
+NOT_REGULAR = {kind: SAID[kind] for kind in ("fifo", "link to /dev/zero", "folder")}
 
 
 def results_tree(tmp_path: Path) -> Path:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fixtures.special_files import SAID, plant
 from test_regress_alert import SERIES, db, project  # noqa: F401  (fixtures)
 
 from flybench.cli import main
@@ -19,22 +20,15 @@ from flybench.errors import FlybenchError
 from flybench.regress import accepted
 
 
-def plant(path: Path, kind: str) -> str:
+def planted(path: Path, kind: str) -> str:
     """Put a `kind` at `path`; what the message then says it is."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "folder":
-        path.mkdir()
-        return "is a directory"
-    if kind == "fifo":
-        os.mkfifo(path)
-        return "is a FIFO (named pipe), not a file `flybench accept` writes, so it was not read"
-    path.symlink_to("/dev/zero")
-    return "is a character device, not a file `flybench accept` writes, so it was not read"
+    plant(path, kind)
+    return SAID[kind] + ("" if kind == "folder" else ", not a file `flybench accept` writes, so it was not read")
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "link to /dev/zero"])
 def test_the_stores_own_file_that_is_no_file_stops_the_report(db: Path, kind: str, capsys) -> None:  # noqa: F811
-    said = plant(accepted.beside(db), kind)
+    said = planted(accepted.beside(db), kind)
     assert main(["regressions", "--db", str(db)]) == 2
     err = capsys.readouterr().err
     assert f"accepted-levels file {accepted.beside(db)} {said}" in err and "Traceback" not in err
@@ -44,7 +38,7 @@ def test_the_stores_own_file_that_is_no_file_stops_the_report(db: Path, kind: st
 def test_the_old_file_of_the_folder_that_is_no_file_is_said(tmp_path: Path, kind: str,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    said = plant(tmp_path / accepted.OLD_PATH, kind)
+    said = planted(tmp_path / accepted.OLD_PATH, kind)
     with pytest.raises(FlybenchError, match=re.escape(f"accepted-levels file {accepted.OLD_PATH} {said}")):
         accepted.for_store(tmp_path / "store.duckdb")
 
