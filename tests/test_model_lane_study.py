@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def study(*argv: str) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([sys.executable, "-m", "studies.model_lane", *argv], capture_output=True, text=True,
-                              cwd=ROOT, env={**os.environ, "FLYBENCH_DEVICE": "cpu"}, timeout=120)
+                              cwd=ROOT, env={**os.environ, "FLYBENCH_DEVICE": "cpu"}, timeout=600)
     except subprocess.TimeoutExpired:
         pytest.fail(f"studies.model_lane {' '.join(argv)} was still working after 120 s: it took bad arguments")
 

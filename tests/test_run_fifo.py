@@ -20,7 +20,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess:
     env.pop("FLYBENCH_FAKE_GPUS", None)
     try:
         return subprocess.run([sys.executable, "-m", "flybench", "run", *SELECTION, "--machine", MACHINE, *argv,
-                               "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+                               "--dry-run"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     except subprocess.TimeoutExpired:  # generous for a loaded machine; a hang never ends
         pytest.fail(f"flybench run {' '.join(argv)} still blocked after 120 s")
 
