@@ -67,6 +67,14 @@ def _code_by_pr(path: str) -> pd.DataFrame:
                                                 queries.merged_pull_requests(path))
 
 
+def _roofs(path: str) -> pd.DataFrame:
+    """`roofs`, once per database (0.1 s a render otherwise)."""
+    latest = frames.provenance(queries.latest_cases(path))
+    roofs = frames.machine_roofs(latest, latest["machine"].dropna()) if not latest.empty \
+        else pd.DataFrame(columns=["ceiling", "dtype", "tflops", "gbps", "basis", "machine"])
+    return roofs.astype({"tflops": float, "gbps": float})  # a machine with no roof leaves the columns untyped
+
+
 LOADERS: dict[str, Callable[..., Any]] = {
     "counts": queries.table_counts,
     "facets": queries.result_facets,
@@ -89,7 +97,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "merged_prs": queries.merged_pull_requests,
     "series_kernels": queries.series_kernels,
     "code_by_pr": _code_by_pr,
-    "roofs": lambda path: _roofs(path),
+    "roofs": _roofs,
     "others": origin.others,
     "history_steps": history_steps,
     "regressions": stored.regressions,
@@ -189,14 +197,6 @@ def roofs() -> pd.DataFrame:
     the one roof basis every page measures a case against. A workload filter that leaves out the gemm
     workload must not move a case onto the vendor's figures."""
     return load("roofs")
-
-
-def _roofs(path: str) -> pd.DataFrame:
-    """`roofs`, once per database (0.1 s a render otherwise)."""
-    latest = frames.provenance(queries.latest_cases(path))
-    roofs = frames.machine_roofs(latest, latest["machine"].dropna()) if not latest.empty \
-        else pd.DataFrame(columns=["ceiling", "dtype", "tflops", "gbps", "basis", "machine"])
-    return roofs.astype({"tflops": float, "gbps": float})  # a machine with no roof leaves the columns untyped
 
 
 def acceptances() -> list[accepted.Acceptance]:
