@@ -323,8 +323,9 @@ def _beyond_overlay(changed: list[str]) -> list[str]:
     return [path for path in changed if path.split("/")[0] in COMPILER_PATHS or path in affected.FLYDSL_BUILD]
 
 
-_FAMILY = {"fp16": "16-bit float", "f16": "16-bit float", "bf16": "16-bit float"}
-"""Element types one registered kernel stands for: the same source builds a bf16 and an fp16 kernel."""
+def _family(dtype: str | None) -> str | None:
+    """Element types one registered kernel stands for: the same source builds a bf16 and an fp16 kernel."""
+    return "16-bit float" if dtype in ("fp16", "f16", "bf16") else dtype
 
 
 def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
@@ -333,24 +334,21 @@ def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
     standing for fp16) and variant (`_agrees`) where the kernel's configuration names them."""
     from flybench.workloads import get_workload
 
-    cache: dict[case_selection.Key, list[str]] = {}
+    loaded: dict[tuple[str, str, str], set[str]] = {}  # per (workload, provider, dtype): its cases' files
+    modules = {kernel.name: _module_of(kernel, sides) for kernel in registry.CHECKOUT_CASES}
     shapes: dict[tuple[str, str], dict] = {}
 
     def kernels_of(key: case_selection.Key) -> list[str]:
-        if (key[0], key[1]) not in shapes:
-            shapes.update({(key[0], case.name): case.shape for case in get_workload(key[0]).cases(shape_set)})
-        if key not in cache:
-            workload, name, provider, dtype = key
-            loaded = set().union(*(affected.flydsl_case_files(side.build.root, workload, provider, shape_set,
-                                                              [dtype]) for side in sides.values()))
-            found = []
-            for kernel in registry.CHECKOUT_CASES:
-                element = kernel.config.get("dtype", kernel.config.get("in_dtype"))
-                if _FAMILY.get(element, element) in (None, _FAMILY.get(dtype, dtype)) and \
-                        _agrees(kernel.config, shapes[workload, name]) and _module_of(kernel, sides) & loaded:
-                    found.append(kernel.name)
-            cache[key] = found
-        return cache[key]
+        workload, name, provider, dtype = key
+        if (workload, name) not in shapes:
+            shapes.update({(workload, case.name): case.shape for case in get_workload(workload).cases(shape_set)})
+        if (workload, provider, dtype) not in loaded:
+            loaded[workload, provider, dtype] = set().union(*(affected.flydsl_case_files(
+                side.build.root, workload, provider, shape_set, [dtype]) for side in sides.values()))
+        files = loaded[workload, provider, dtype]
+        return [kernel.name for kernel in registry.CHECKOUT_CASES
+                if _family(kernel.config.get("dtype", kernel.config.get("in_dtype"))) in (None, _family(dtype))
+                and _agrees(kernel.config, shapes[workload, name]) and modules[kernel.name] & files]
 
     return kernels_of
 
