@@ -279,6 +279,24 @@ def gemm_a16w16(config: dict[str, Any]) -> None:
                  dynamic(_meta((n, k), element).t(), 0), a, flags, flags, config["split_k"], param, fx.Stream(None))
 
 
+def hgemm_splitk(config: dict[str, Any]) -> None:
+    """kernels/gemm/hgemm_splitk.py (FlyDSL CI's hgemm in the imported month, both targets): C = A B^T, f16/bf16,
+    split-K through semaphores, with the tile, stages and warps CI passes and the host's other defaults."""
+    import flydsl.compiler as flyc
+    import flydsl.expr as fx
+    from kernels.gemm import hgemm_splitk as hgemm  # imported by flydsl_driver.prepare, which lets it import here
+
+    m, n, k = config["M"], config["N"], config["K"]
+    kwargs = hgemm.get_default_kwargs(m, n, k)
+    kwargs.update(TILE_M=config["block_m"], TILE_N=config["block_n"], TILE_K=config["block_k"],
+                  STAGES=config["stages"], SPLIT_K=config["split_k"], BLOCK_M_WARPS=config["m_waves"],
+                  BLOCK_N_WARPS=config["n_waves"], BLOCK_K_WARPS=config["k_waves"], HAS_BIAS=False)
+    launch = call(hgemm.compile_hgemm_kernel, dtype="f16" if config["dtype"] == "fp16" else "bf16", n=n, k=k, **kwargs)
+    element = _torch_dtype(config["dtype"])
+    a, flags = _meta((m, k), element), _meta(hgemm.SPLIT_K_SEMAPHORE_MAX_LEN, "int32")
+    flyc.compile(launch, _meta((m, n), element), a, _meta((n, k), element), a, m, flags, flags, fx.Stream(None))
+
+
 def fp8_gemm_8wave(config: dict[str, Any]) -> None:
     """kernels/gemm/fp8_gemm_8wave.py: 8-wave ping-pong fp8 GEMM with row scales, B row-major; B and the scales
     are static tensors (`from_torch_tensor`), as FlyDSL's test passes them by default."""

@@ -124,6 +124,17 @@ def _hgemm(name: str, dtype: str, m: int, n: int, k: int, tile: tuple[int, int, 
                                  "gfx95* only")
 
 
+def _hgemm_splitk(name: str, arch: str, dtype: str, m: int, n: int, k: int, tile: tuple[int, int, int], stages: int,
+                  split_k: int, waves: tuple[int, int, int]) -> KernelCase:
+    """kernels/gemm/hgemm_splitk.py, FlyDSL CI's hgemm in the imported month: run_benchmark.sh times one pair of rows
+    on gfx95* (HGEMM_SHAPES_GFX950) and another on CDNA3 (HGEMM_SHAPES_CDNA3), each on its own target."""
+    config = dict(dtype=dtype, M=m, N=n, K=k, block_m=tile[0], block_n=tile[1], block_k=tile[2], stages=stages,
+                  split_k=split_k, m_waves=waves[0], n_waves=waves[1], k_waves=waves[2])
+    return KernelCase(name, "flydsl", "checkout", "flybench.compile.flydsl_upstream:hgemm_splitk", config,
+                      arches=(arch,), not_applicable=f"FlyDSL's CI runs this row on {arch} only",
+                      module="kernels/gemm/hgemm_splitk.py", ci_op="hgemm")
+
+
 def _norm(op: str, m: int, n: int, dtype: str) -> KernelCase:
     return _checkout(f"{op}:{dtype}_{m}x{n}", "norm", f"kernels/norm/{op}_kernel.py",
                      dict(op=op, M=m, N=n, dtype=dtype), op)
@@ -203,6 +214,13 @@ CHECKOUT_CASES = (
     _hgemm("hgemm:fp16_2048", "fp16", 2048, 2048, 2048, (128, 128, 64), 4, 1, (4, 4, 1)),
     _hgemm("hgemm:bf16_splitk16", "bf16", 32, 384, 7168, (32, 64, 64), 5, 16, (2, 2, 1)),
     _hgemm("hgemm:bf16_hti_8192", "bf16", 8192, 8192, 8192, (256, 256, 64), 2, 1, (2, 4, 1), hti=True),
+    # the month's HGEMM_SHAPES_GFX950 "fp16,2048,2048,2048,128,128,64,4,1,4,4,1", "bf16,32,384,7168,32,64,64,5,16,2,2,1"
+    # and HGEMM_SHAPES_CDNA3 "fp16,4096,4096,4096,128,128,64,2,1,2,2,1", "bf16,32,384,7168,16,64,128,2,14,1,2,1"
+    # (tests/kernels/test_hgemm_splitk.py)
+    _hgemm_splitk("hgemm_splitk:fp16_2048", "gfx950", "fp16", 2048, 2048, 2048, (128, 128, 64), 4, 1, (4, 4, 1)),
+    _hgemm_splitk("hgemm_splitk:bf16_splitk16", "gfx950", "bf16", 32, 384, 7168, (32, 64, 64), 5, 16, (2, 2, 1)),
+    _hgemm_splitk("hgemm_splitk:fp16_4096", "gfx942", "fp16", 4096, 4096, 4096, (128, 128, 64), 2, 1, (2, 2, 1)),
+    _hgemm_splitk("hgemm_splitk:bf16_splitk14", "gfx942", "bf16", 32, 384, 7168, (16, 64, 128), 2, 14, (1, 2, 1)),
     # run_benchmark.sh FP8_GEMM_8WAVE_ROWSCALE_SHAPES "5120,5120,8320,256,256,0" (test_fp8_gemm_rowscale.py
     # --wave_8: row-major B, static weight and scale tensors).
     _checkout("fp8_gemm_8wave:rowscale_5120", "fp8_gemm_8wave", "kernels/gemm/fp8_gemm_8wave.py",
