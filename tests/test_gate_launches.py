@@ -404,3 +404,15 @@ def test_the_repositorys_older_records_are_named_once_in_one_short_line(subject:
                      "--set", "tiny", "--records", str(records))
     assert "409 case records older than the loaded files they would list: not used" in lines
     assert not any(line.startswith("case records ignored") for line in lines)
+
+
+def test_the_model_lane_is_reached_through_the_kernels_it_launches() -> None:
+    """A change to `moe_gate_up`'s body once left `mixtral_step/jax-triton`, which runs that kernel, out ('none of the
+    3 cases ... loads a changed file'): the static reading does not follow a module named after another workload.
+    The pair's launches name the MoE kernels' modules; the XLA step launches none."""
+    from flybench.cli.gate import launched_files
+
+    files = launched_files("mixtral_step", "jax-triton", "tiny", ["bf16"])
+    assert {MOE, "flybench/kernels/triton/moe_routing.py"} <= files
+    assert not affected.case_files(Path("."), "mixtral_step", "jax-triton") >= {MOE}  # what the static reading misses
+    assert launched_files("mixtral_step", "xla", "tiny", ["bf16"]) == set()

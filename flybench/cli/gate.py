@@ -485,6 +485,8 @@ def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cf
             static[workload, provider] = set().union(*(
                 affected.flydsl_case_files(side.build.root, workload, provider, shape_set, dtypes) if flydsl
                 else affected.case_files(side.build.root, workload, provider) for side in sides.values()))
+            if not flydsl:
+                static[workload, provider] |= launched_files(workload, provider, shape_set, dtypes)
         return static[workload, provider]
 
     recorded, refused, older = case_selection.recorded_files([t for t in trees if t.exists()], shape_set,
@@ -494,6 +496,28 @@ def _timing_selection(candidates, sides: dict[str, Side], changed: list[str], cf
                                    affected.flydsl_shared if flydsl else affected.flybench_timing_shared,
                                    {(c.workload, c.provider, c.dtype): c.reason for c in subject if c.reason})
     return replace(chosen, refused=refused, older=older)
+
+
+def launched_files(workload: str, provider: str, shape_set: str, dtypes: list[str]) -> set[str]:
+    """The modules of the project's Triton kernels that the cases of (workload, provider) launch, relative to the
+    repository: how the model lane's steps are reached through the MoE kernels they run, which the static reading
+    leaves out (a module named after another workload is not followed). Planned on meta tensors with this
+    flybench's code (`case_launches.launches`); nothing where the pair launches none, or Triton is missing."""
+    from flybench.workloads import get_workload
+
+    if (workload, provider) not in case_launches.LAUNCHERS or case_launches.cannot_compile():
+        return set()
+    found: set[str] = set()
+    for dtype in dtypes:
+        for case in get_workload(workload).cases(shape_set):
+            try:
+                modules = {launch.kernel.fn.__code__.co_filename
+                           for launch in case_launches.launches((workload, case.name, provider, dtype), "sm_90")}
+            except Exception:  # noqa: BLE001 - a plan that cannot be made here leaves the static reading as it is
+                continue
+            found |= {Path(m).resolve().relative_to(RUN_ROOT).as_posix() for m in modules
+                      if Path(m).resolve().is_relative_to(RUN_ROOT)}
+    return found
 
 
 def _record_fits(repo: Path, base: str, flydsl: bool):
