@@ -104,6 +104,7 @@ NOTHING_CHANGED = "the change alters no compiled kernel and no host code that la
 """The headline of a gate whose changed files reach cases, none of which would run differently."""
 COMPILED_IDENTICALLY = "compiled identically at base and head"
 LAUNCHES_NONE = "it launches none of the project's Triton kernels, and only their kernel code changed"
+LAUNCHES_NOTHING = "its provider launches no kernel for it"
 SHOWN_REFUSED = 3
 """Records ignored that the report names one by one; the rest are counted."""
 PER_CASE = 40
@@ -265,7 +266,7 @@ def narrow(chosen: Chosen, kernel_code_only: Callable[[str], bool], launches: Ca
 
 def narrow_by_code(chosen: Chosen, kernels_of: Callable[[Key], list[str]],
                    compare: Callable[[list[str]], dict[str, list[str]]], unjudged: list[str],
-                   registered: Callable[[str], bool]) -> Chosen:
+                   registered: Callable[[str], bool], launches: Callable[[Key], bool]) -> Chosen:
     """FlyDSL's cases: of the cases the changed files reach (a change to the compiler reaches all), the ones one of
     whose registered kernels (`kernels_of`: those built from files the case loads) differs at base and head.
 
@@ -274,20 +275,23 @@ def narrow_by_code(chosen: Chosen, kernels_of: Callable[[Key], list[str]],
     registered kernel builds it (nothing to compare), when a changed file it loads under `kernels/` is a source of
     no registered kernel (`registered(path)` is false: an unregistered kernel of the case may have changed), or
     when the change has files the compile cannot carry (`unjudged`: the compiler's C++, which no published wheel
-    holds); else it is left out as compiled identically.
+    holds); else it is left out as compiled identically. A case whose provider launches no kernel for it
+    (`launches(key)` is false: flydsl's a8w4) is left out, saying so.
     """
     if not chosen.selected:
         return chosen
     why = {key: chosen.why.get(key) or chosen.shared for key in chosen.selected}
     timed: dict[Key, list[str]] = {}
     untimed: dict[Key, str] = {}
+    untimed.update({key: LAUNCHES_NOTHING for key in chosen.selected if not launches(key)})
+    reached = [key for key in chosen.selected if key not in untimed]
     if unjudged:
         timed = {key: [f"the change is to files its compiled kernels cannot be built with here ({some(unjudged)}): "
-                       "timed, not judged by machine code"] for key in chosen.selected}
+                       "timed, not judged by machine code"] for key in reached}
     else:
-        kernels = {key: kernels_of(key) for key in chosen.selected}
+        kernels = {key: kernels_of(key) for key in reached}
         differ = compare(sorted({k for names in kernels.values() for k in names}))
-        for key in chosen.selected:
+        for key in reached:
             reasons = [f"{kernel}: {reason}" for kernel in kernels[key] for reason in differ.get(kernel, [])]
             unbuilt = [path for path in chosen.why.get(key, []) if path.startswith("kernels/") and not registered(path)]
             if not kernels[key]:

@@ -17,8 +17,18 @@ from flybench.workloads import get_workload
 ATTENTION = ("attention", "a", "flydsl", "bf16")
 MOE = ("moe", "m", "flydsl", "fp8")
 A16 = ("moe", "m", "flydsl", "int4_bf16")
+A8W4 = ("moe_stage", "s", "flydsl", "a8w4")
 KERNELS = {ATTENTION: ["flash_attn_generic:causal_m128", "flash_attn_gfx950:causal"],
-           MOE: ["moe_gemm_2stage:stage1_decode"], A16: []}
+           MOE: ["moe_gemm_2stage:stage1_decode"], A16: [], A8W4: []}
+def launches(key: tuple) -> bool:
+    """flydsl's entry points: none for a8w4."""
+    return key[3] != "a8w4"
+
+
+def narrow(selected: Chosen, compare, unjudged: list[str] | None = None) -> Chosen:
+    return narrow_by_code(selected, KERNELS.__getitem__, compare, unjudged or [], REGISTERED.__contains__, launches)
+
+
 REGISTERED = {"kernels/attention/flash_attn_generic.py", "kernels/attention/flash_attn_gfx950.py",
               "kernels/moe/moe_gemm_2stage.py"}
 
@@ -35,21 +45,21 @@ def test_a_compiler_change_times_only_the_cases_whose_kernels_changed() -> None:
         asked.append(kernels)
         return {"flash_attn_gfx950:causal": ["machine code changed on gfx950"]}
 
-    narrowed = narrow_by_code(chosen(["python/flydsl/expr/typing.py"]), KERNELS.__getitem__, compare, [],
-                              REGISTERED.__contains__)
+    narrowed = narrow(chosen(["python/flydsl/expr/typing.py"]), compare)
     assert asked == [["flash_attn_generic:causal_m128", "flash_attn_gfx950:causal", "moe_gemm_2stage:stage1_decode"]]
     assert narrowed.selected == [ATTENTION, A16]  # A16: no registered kernel, so nothing proves it unchanged
+    assert narrowed.untimed[A8W4] == case_selection.LAUNCHES_NOTHING  # flydsl launches nothing for a8w4
     assert narrowed.timed[ATTENTION] == ["flash_attn_gfx950:causal: machine code changed on gfx950"]
     assert "no registered kernel" in narrowed.timed[A16][0]
-    assert narrowed.untimed == {MOE: COMPILED_IDENTICALLY} and MOE in narrowed.left_out
+    assert narrowed.untimed[MOE] == COMPILED_IDENTICALLY and MOE in narrowed.left_out
     lines = narrowed.lines()
-    assert lines[0].startswith("timing selection: 2 of 3 cases") and "shared code changed" not in "".join(lines)
+    assert lines[0].startswith("timing selection: 2 of 4 cases") and "shared code changed" not in "".join(lines)
     assert any(line.startswith("not timed (1 case), compiled identically at base and head") for line in lines)
 
 
 def test_nothing_that_changed_code_times_nothing() -> None:
     why = {MOE: ["kernels/moe/moe_gemm_2stage.py"]}
-    narrowed = narrow_by_code(chosen([], why), KERNELS.__getitem__, lambda kernels: {}, [], REGISTERED.__contains__)
+    narrowed = narrow(chosen([], why), lambda kernels: {})
     assert narrowed.selected == [] and narrowed.nothing_changed
     assert narrowed.lines()[0] == ("timing selection: none of the 1 case in 1 workload/provider pair: "
                                    f"{case_selection.NOTHING_CHANGED}")
@@ -57,7 +67,7 @@ def test_nothing_that_changed_code_times_nothing() -> None:
 
 def test_a_changed_file_that_builds_none_of_the_cases_registered_kernels_is_timed() -> None:
     why = {ATTENTION: ["kernels/attention/flash_attn_paged.py"]}  # the paged kernel is not registered
-    narrowed = narrow_by_code(chosen([], why), KERNELS.__getitem__, lambda kernels: {}, [], REGISTERED.__contains__)
+    narrowed = narrow(chosen([], why), lambda kernels: {})
     assert narrowed.selected == [ATTENTION] and "kernels/attention/flash_attn_paged.py" in narrowed.timed[ATTENTION][0]
 
 
@@ -65,9 +75,8 @@ def test_a_change_to_the_compilers_cxx_is_timed_not_judged() -> None:
     def compare(kernels: list[str]) -> dict[str, list[str]]:
         raise AssertionError("nothing is compiled: the overlay cannot carry lib/")
 
-    narrowed = narrow_by_code(chosen(["lib/Dialect/Fly/X.cpp"]), KERNELS.__getitem__, compare,
-                              ["lib/Dialect/Fly/X.cpp"], REGISTERED.__contains__)
-    assert narrowed.selected == sorted(KERNELS)
+    narrowed = narrow(chosen(["lib/Dialect/Fly/X.cpp"]), compare, ["lib/Dialect/Fly/X.cpp"])
+    assert narrowed.selected == sorted(set(KERNELS) - {A8W4})
     assert all("lib/Dialect/Fly/X.cpp" in reasons[0] for reasons in narrowed.timed.values())
 
 

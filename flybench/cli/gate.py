@@ -187,7 +187,8 @@ def main(args: argparse.Namespace) -> int:
         else:
             chosen = case_selection.narrow_by_code(chosen, _flydsl_kernels(sides, args.shape_set),
                                                    _code_comparison(sides, device, args.arch, cache),
-                                                   _beyond_overlay(changed), _registered(sides))
+                                                   _beyond_overlay(changed), _registered(sides),
+                                                   _launches_flydsl(args.shape_set))
         notes += chosen.lines()
         selections, subjects = _measured(chosen, runnable, cfg)
         notes += _controls_line(selections, subjects)
@@ -351,6 +352,20 @@ def _flydsl_kernels(sides: dict[str, Side], shape_set: str):
                 and _agrees(kernel.config, shapes[workload, name]) and modules[kernel.name] & files]
 
     return kernels_of
+
+
+def _launches_flydsl(shape_set: str):
+    """`launches(key)` for `case_selection.narrow_by_code`: whether the case's provider names an entry point for it
+    (`Provider.entry_points`; flydsl names none for a8w4, which it does not run)."""
+    from flybench.providers import get_provider
+    from flybench.workloads import get_workload
+
+    def launches(key: case_selection.Key) -> bool:
+        workload, name, provider, dtype = key
+        case = next(c for c in get_workload(workload).cases(shape_set) if c.name == name)
+        return bool(get_provider(provider).entry_points(case, dtype))
+
+    return launches
 
 
 def _agrees(config: dict, shape: dict) -> bool:
