@@ -14,8 +14,15 @@ the synthetic commits). Times are this process's CPU time (DuckDB's threads
 included), median of `--repeats` nights, each on a fresh copy of the store;
 the store is built once per size.
 
+With `--tree results/flydsl`, each size also times the nightly workflow's own path
+(`.github/workflows/nightly.yml`): the store of that size with the tree less its
+newest results file ingested, then one more night is `flybench ingest TREE`
+(the newest file, the tree's machine-code.jsonl) followed by `flybench regressions
+--subject flydsl`, both run as the commands users run; CPU time of the two
+processes (start-up included), median of `--repeats`.
+
     python -m studies.nightly_cost --history ../shared/data/flydsl-ci-history-2026-06-11_2026-07-12.json.gz \\
-        --months 1 8 --out docs/data/nightly-cost.json
+        --months 1 8 --tree results/flydsl --out docs/data/nightly-cost.json
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ import datetime as dt
 import gzip
 import hashlib
 import json
+import resource
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -59,7 +69,7 @@ def last_main_run(records: list[dict]) -> set[str]:
     return {run for run, end in ends.items() if end == newest}
 
 
-def night(work: Path, document: dict, months: int, repeats: int) -> dict:
+def night(work: Path, document: dict, months: int, repeats: int, tree: Path | None = None) -> dict:
     """Build the store of `months` months less the newest night, then time the night's import and scan."""
     records = copies(document["records"], months)
     tonight = last_main_run(records)
@@ -82,9 +92,47 @@ def night(work: Path, document: dict, months: int, repeats: int) -> dict:
         stored.refresh(db)
         cpu.append(time.process_time() - began)
         wall.append(time.monotonic() - began_wall)
-    return {"months": months, "records": len(records), "night_cpu_s": round(statistics.median(cpu), 2),
-            "night_wall_s": round(statistics.median(wall), 2), "cpu_each": [round(c, 2) for c in cpu],
-            "store_built_s": round(built, 1)}
+    row = {"months": months, "records": len(records), "night_cpu_s": round(statistics.median(cpu), 2),
+           "night_wall_s": round(statistics.median(wall), 2), "cpu_each": [round(c, 2) for c in cpu],
+           "store_built_s": round(built, 1)}
+    if tree is not None:
+        row["workflow_cpu_each"] = workflow(work, base, tree, months, repeats)
+        row["workflow_night_cpu_s"] = statistics.median(row["workflow_cpu_each"])
+    return row
+
+
+def workflow(work: Path, base: Path, tree: Path, months: int, repeats: int) -> list[float]:
+    """The nightly workflow's night on `base`: `flybench ingest` of the tree with its newest results file added
+    (the store holds the rest), then `flybench regressions`; CPU of both commands, per repeat."""
+    full, less = work / "tree-full", work / "tree-less"
+    if not full.exists():
+        shutil.copytree(tree, full)
+        files = [p for p in full.rglob("*.json") if p.parent != full and p.name != "machine.json"]
+        newest = max(files, key=lambda p: json.loads(p.read_text()).get("date") or 0)
+        shutil.copytree(full, less)
+        (less / newest.relative_to(full)).unlink()
+    held = work / f"workflow-{months}.duckdb"
+    shutil.copyfile(base, held)
+    _flybench("ingest", str(less), "--db", str(held))
+    cpu = []
+    for i in range(repeats):
+        db = work / f"workflow-night-{months}-{i}.duckdb"
+        shutil.copyfile(held, db)
+        began = _children()
+        _flybench("ingest", str(full), "--db", str(db))
+        _flybench("regressions", "--db", str(db), "--subject", "flydsl")
+        cpu.append(round(_children() - began, 2))
+    return cpu
+
+
+def _flybench(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "flybench", *args], check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+
+
+def _children() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,13 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--months", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--tree", type=Path, help="also time the workflow's path with this results tree (results/flydsl)")
     args = parser.parse_args(argv)
     with gzip.open(args.history, "rt") as f:
         document = json.load(f)
     rows = []
     with tempfile.TemporaryDirectory() as work:
         for months in args.months:
-            rows.append(night(Path(work), document, months, args.repeats))
+            rows.append(night(Path(work), document, months, args.repeats, args.tree))
             print(json.dumps(rows[-1]), flush=True)
     if len(rows) > 1:
         print(f"one more night: {rows[-1]['night_cpu_s']} s of CPU on {rows[-1]['months']} months against "

@@ -14,6 +14,7 @@ the scan applies them.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 
@@ -54,7 +55,14 @@ def series_key(r: Regression) -> tuple[str, str, str, str, str]:
 
 
 def canonical(params: dict | str) -> str:
-    return json.dumps(json.loads(params) if isinstance(params, str) else params, sort_keys=True)
+    return _canonical_text(params) if isinstance(params, str) else json.dumps(params, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_text(params: str) -> str:
+    """A stored params text made canonical, remembered: a machine's series share a few hundred texts, and the
+    scan's attribution reads one per stored paired run (tens of thousands after months)."""
+    return json.dumps(json.loads(params), sort_keys=True)
 
 
 def becomes_alert(r: Regression) -> bool:
