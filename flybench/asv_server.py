@@ -64,6 +64,8 @@ def serve(benchmark_dir: str, answers) -> None:
                 _run((benchmark_dir, command["benchmark_id"], command["params_str"], command["profile_path"],
                       command["result_file"]))
                 errcode = 0
+            except KeyboardInterrupt:  # Ctrl-C ends the run, not just the case
+                raise SystemExit(130) from None
             except BaseException:  # noqa: BLE001 - as asv's forked child: the case fails, the process goes on
                 import traceback
 

@@ -49,7 +49,7 @@ class OneProcess(runner.Spawner):
         with self.log.open("a") as log:
             self.process = subprocess.Popen([sys.executable, str(SERVER), self.benchmark_dir, str(write)],
                                             stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                            pass_fds=(write,), text=True, start_new_session=True)
+                                            pass_fds=(write,), text=True)  # in asv's group: a Ctrl-C reaches it
         os.close(write)
         self.answers = os.fdopen(read)
 
@@ -96,6 +96,9 @@ class OneProcess(runner.Spawner):
         return text, errcode
 
     def close(self) -> None:
+        if self.process is not None and self.process.poll() is None and self.interrupted:
+            self.process.kill()  # Ctrl-C: the case in flight is not waited for
+            self.process.wait()
         if self.process is not None and self.process.poll() is None:
             try:
                 self.process.stdin.write(json.dumps({"action": "quit"}) + "\n")
