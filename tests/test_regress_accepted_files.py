@@ -73,3 +73,13 @@ def test_a_newer_format_is_not_called_malformed_and_bad_entries_are_named(tmp_pa
             accepted.load(path)
     path.write_text(json.dumps({"version": 1, "accepted": [entry]}))
     assert accepted.load(path) == [accepted.Acceptance(**entry)]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "link to /dev/zero"])
+def test_taking_back_from_a_file_that_is_no_file_is_said(tmp_path: Path, kind: str) -> None:
+    """`flybench accept --undo` read a folder or a FIFO there as a file without the acceptance: 'nothing to undo'."""
+    path = tmp_path / "accepted.json"
+    plant(path, kind)
+    entry = accepted.Acceptance("s", "m", "b", {}, "c" * 40, "r", "t")
+    with pytest.raises(FlybenchError, match="is a directory" if kind == "folder" else "not a regular file"):
+        accepted.remove(path, entry)

@@ -142,7 +142,7 @@ def remove(path: Path, acceptance: Acceptance) -> bool:
                                                      acceptance.params) and a.commit == acceptance.commit)]
         return None if len(left) == len(current) else left
 
-    if not path.is_file():
+    if not os.path.exists(path):  # a folder or a FIFO there is said by `_rewrite`, not taken for no acceptance
         return False
     return _rewrite(path, kept)
 
