@@ -549,3 +549,40 @@ def test_an_unconfirmed_step_is_stored_apart_where_the_pages_read_it(tmp_path: P
     assert (row.machine, row.first_bad) == ("mi355", "c10")
     assert row.evidence.startswith("unconfirmed (files only, on a series that flips between runner modes")
     assert queries.history_steps(db, kind="environment").empty
+
+
+def seen_attribution(changed: bool, pairs: dict[int, float] | None = None) -> scan.Attribution:
+    """c10 (#110) changed the compiler alone; series a runs no registered kernel, five other kernels compiled at
+    every commit for gfx950 (the runner's target), k0's code changing at c10 where `changed`."""
+    hashes = [f"c{i:02d}" for i in range(16)]
+    code = pd.DataFrame([{"hash": h, "kernel": f"k{n}", "arch": "gfx950", "status": "ok", "detail": "",
+                          "code_hash": "h1" if changed and n == 0 and h >= "c10" else "h0",
+                          "library": f"flydsl 0.2.4 + python/flydsl of {h}"} for h in hashes for n in range(5)])
+    changes = pd.DataFrame({"hash": hashes, "position": range(16), "merged_pr": [100 + i for i in range(16)],
+                            "title": ["t"] * 16,
+                            "files": [["python/flydsl/expr/typing.py"] if h == "c10" else [] for h in hashes]})
+    paired = pd.DataFrame([{"benchmark": BENCH, "params": json.dumps({"case": "a"}), "pr": pr, "delta_pct": d}
+                           for pr, d in (pairs or {}).items()], columns=["benchmark", "params", "pr", "delta_pct"])
+    return scan.Attribution(changes, pd.DataFrame(columns=["benchmark", "params", "hash", "files"]), paired, code,
+                            pd.DataFrame(columns=["benchmark", "params", "kernel", "arch"]), arch="gfx950")
+
+
+def test_a_compiler_change_that_emitted_nothing_new_wherever_it_is_seen_leaves_a_files_only_step_unconfirmed() -> None:
+    """#777 in FlyDSL's month changed the compiler alone and every kernel compiled at both ends for gfx942 emitted
+    identical code: a step on a series no machine code covers is then not shown to be the code's, unless the pull
+    request's own paired A/B says so."""
+    found = replay({(BENCH, "a"): COMPILER_STEP}, seen_attribution(changed=False, pairs=QUIET_PAIRS))
+    assert found.alerts == []
+    [step] = found.steps
+    assert step.kind == "unconfirmed"
+    assert step.evidence.startswith("unconfirmed (files only: the compiler change emitted identical machine code for "
+                                    "all 5 kernels compiled at both ends for gfx950, and no paired A/B separates code "
+                                    "from runner: no pull request of the range has a paired A/B of it): code (files "
+                                    "only: no registered kernel covers this series): #110 changed the compiler")
+    [alert] = replay({(BENCH, "a"): COMPILER_STEP}, seen_attribution(changed=True, pairs=QUIET_PAIRS)).alerts
+    assert alert.regression.evidence == ("code (files only: no registered kernel covers this series): #110 changed "
+                                         "the compiler (python/flydsl/expr/typing.py)")
+    [paired] = replay({(BENCH, "a"): COMPILER_STEP},
+                      seen_attribution(changed=False, pairs={**QUIET_PAIRS, 110: -7.0})).alerts
+    assert "; confirmed by the paired A/B: #110's own CI job measured it -7.0% against main" in \
+        paired.regression.evidence

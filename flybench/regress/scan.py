@@ -94,6 +94,8 @@ KEPT = LEVEL + AFTER + MODE_RUNS + SCATTER_RUNS
 """Runs of a series a stored replay keeps (besides those of its open alerts): more than any judgement reads."""
 TREND_Z = 2.0
 """Standard errors of its slope by which the runs before a boundary must slope for their trend to be one (`_drift`)."""
+SEEN = 5
+"""Kernels compiled at both ends of a compiler-only range, all identical, that say the change emitted nothing new."""
 PAIRS = 5
 """A series' other paired A/Bs needed to say how its paired runs scatter; with fewer a pair separates nothing."""
 MAD_TO_SIGMA = 1.4826
@@ -244,6 +246,23 @@ class Attribution:
         """Of the commits `between`, those that changed what the series runs, and those that changed the compiler."""
         touches = self._touches.get((benchmark, params), {})
         return [c for c in between if c in touches], [c for c in between if c in self._compiler]
+
+    def compiler_seen(self, last_good: str, through: str) -> tuple[int, int]:
+        """(kernels, of them changed): the runner's-target kernels whose machine code the store holds at both ends
+        (status ok), and how many of them differ. What a compiler-only range emitted where it can be seen; none
+        where the range changed C++ that code built on one wheel at both ends does not hold."""
+        between = self.commits(last_good, through) or []
+        cxx = any(c in self._cxx for c in between)
+        compiled = changed = 0
+        for (kernel, target), by_commit in self._code.items():
+            ends = [by_commit.get(last_good), by_commit.get(through)]
+            if (self.arch is not None and target != self.arch) or any(e is None or e[0] != "ok" for e in ends):
+                continue
+            if cxx and _wheel(ends[0][3]) == _wheel(ends[1][3]):
+                return 0, 0
+            compiled += 1
+            changed += ends[0][1] != ends[1][1]
+        return compiled, changed
 
     def _machine(self, benchmark: str, params: str, last_good: str, through: str) -> list[str] | str:
         """The series' kernels whose machine code differs at the two ends (empty: identical), or why that cannot
@@ -629,8 +648,13 @@ def _flip(s: _Series, series: list[float], k: int, needed: float, attribution: A
 
 
 def _confirmed(s: _Series, k: int, i: int, needed: float, verdict: Verdict, attribution: Attribution) -> Verdict:
-    """A step that rests on files alone (no machine code says what the range emitted) on a series that flips
-    between runner modes is an alert only where evidence separates the code from the runner; else UNCONFIRMED.
+    """A step that rests on files alone (no machine code says what the range emitted for the series) is an alert
+    only where evidence separates the code from the runner; else UNCONFIRMED.
+
+    A range that changed the compiler and nothing else the series runs, where every kernel compiled at both ends
+    for the runner's target (SEEN at least) emitted identical machine code, has shown that the change emitted
+    nothing new wherever it can be seen: only the range's own paired A/B then makes the step the code's.
+    Otherwise the rule below is for a series that flips between runner modes.
 
     The series flips where the runner alone has moved it as far as a step must: between two of its main runs
     before the boundary over a range that did not change its code (`_flip`), or between two runs of unchanged code
@@ -642,10 +666,20 @@ def _confirmed(s: _Series, k: int, i: int, needed: float, verdict: Verdict, attr
     - **the paired A/B**: a pull request of the range measured it worse in its own job, beyond the scatter of
       the series' other pairs (`Attribution.paired_separates`).
     The evidence says which decided."""
+    between = attribution.commits(s.commits[k - 1], s.commits[i]) or []
+    if verdict.kind == COMPILER:
+        compiled, changed = attribution.compiler_seen(s.commits[k - 1], s.commits[i])
+        if compiled >= SEEN and not changed:
+            separated, paired = attribution.paired_separates(s.key[1], s.params_text, between, s.thresholds)
+            if separated:
+                return verdict._replace(evidence=f"{verdict.evidence}; confirmed by the paired A/B: {paired}")
+            target = f" for {attribution.arch}" if attribution.arch else ""
+            return Verdict(UNCONFIRMED, f"unconfirmed (files only: the compiler change emitted identical machine "
+                                        f"code for all {compiled} kernels compiled at both ends{target}, and no paired "
+                                        f"A/B separates code from runner: {paired}): {verdict.evidence}", FILES)
     sign = -1.0 if s.thresholds.bigger_is_better else 1.0
     raw = [sign * math.log(v) for v in s.values]
     net_flip, raw_flip = _flip(s, s.nets, k, needed, attribution), _flip(s, raw, k, needed, attribution)
-    between = attribution.commits(s.commits[k - 1], s.commits[i]) or []
     limit = 100 * math.expm1(needed)
     pairs = [f"{who} {d:+.1f}%" for who, d in attribution.other_pairs(s.key[1], s.params_text, between)
              if abs(d) >= limit]

@@ -50,7 +50,7 @@ from flybench.regress.history import Point, Regression, Step, compile_changes, f
 from flybench.store import queries, schema
 from flybench.store.db import DEFAULT_DB, connect
 
-DETECTOR = "7"
+DETECTOR = "8"
 """Bump when step detection changes what it finds: every stored scan is then recomputed."""
 THRESHOLD_FIELDS = ("relative", "noise_k", "absolute", "bigger_is_better_units", "deterministic_units", "overrides",
                     "step_floor", "window", "corroborate", "environment_workloads", "control_providers")
