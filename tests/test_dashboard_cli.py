@@ -26,7 +26,7 @@ def test_command_passes_the_database_and_streamlit_options(tmp_path: Path) -> No
 
 
 def test_it_serves_with_production_settings_unless_developing(tmp_path: Path) -> None:
-    """No file watcher (0.4 s of server CPU a session on FlyDSL's month), no rerun on save, no developer menu; the
+    """No file watcher (server CPU on every session, for no user), no rerun on save, no developer menu; the
     browser tests and the speed study start the server through this same command."""
     cmd, _ = verb.command(build_parser().parse_args(["dashboard", "--db", str(tmp_path / "x.duckdb")]))
     settings = dict(zip(cmd[4::2], cmd[5::2]))

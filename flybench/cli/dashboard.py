@@ -11,8 +11,9 @@ Visitors' error boxes show an exception's type, never its traceback (the
 server's paths): `--client.showErrorDetails` after `--` overrides it.
 
 It serves with production settings (`PRODUCTION`): Streamlit's file watcher
-polls every page's source and module for edits, which cost about 0.4 s of
-server CPU per session on FlyDSL's month and serves no user; `--dev` turns it
+watches every page's source and module for edits, costs server CPU on every
+session (the speed study always timed the server without it) and serves no
+user; `--dev` turns it
 back on (pages rerun when a source file is saved). The speed study and the
 browser tests start the server through `command`, so what they measure is
 what users run.

@@ -64,16 +64,18 @@ def wait_for_text(page: Any, text: str) -> None:
 
 def test_a_compiler_only_pull_request_lists_the_kernels_whose_code_it_changed(month: tuple[str, Any, Path]) -> None:
     """#762 (a compiler-only change: its files reach no kernel) changed one kernel's machine code: rmsnorm on
-    gfx942; 35 of the 36 kernel x target pairs compiled at both ends are identical."""
+    gfx942; every other kernel x target pair compiled at both ends is identical (35 of 36 when the round began,
+    40 of 41 once the MoE families joined the machine code history)."""
     url, page, _ = month
     load(page, url, "pull_request", "?pr=762", 0, timeout_ms=WAIT_MS)
     wait_for_text(page, "Machine code #762 changed")
-    text = main_text(page)
-    assert "1 of 36 kernel x target pairs compiled at both ends changed (f5c50f45 → 93579ae5)" in text
     csv = _table_csv(page, "pr-762-machine-code")
     changed = [row for row in csv if row["verdict"] == "changed"]
     assert [(r["kernel"], r["arch"]) for r in changed] == [("rmsnorm:bf16_32768x8192", "gfx942")]
-    assert sum(r["verdict"] == "identical" for r in csv) == 35
+    identical = sum(r["verdict"] == "identical" for r in csv)
+    assert identical >= 35
+    assert (f"1 of {identical + 1} kernel x target pairs compiled at both ends changed (f5c50f45 → 93579ae5)"
+            in main_text(page))
 
 
 def test_an_alert_links_to_its_kernels_machine_code_change_on_its_own_architecture(
