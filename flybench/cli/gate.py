@@ -271,11 +271,10 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
     src, path, note = subject_code.Wheels(repo, wheel, cache / "flydsl").checkout(commit)
     _flat_layouts(src)
     overlay = {}
-    compiler = [path for path in changed if path.startswith("python/flydsl/")]
-    if path and compiler:  # the pull request's own compiler files laid over the wheel (FlyDSL's CI builds each
-        # commit's compiler; its other files stay the wheel's, which match the wheel's compiled bindings)
-        path, note, digest = _overlaid(repo, commit, note.removeprefix("flydsl "), compiler, cache / "flydsl")
-        overlay = {envvars.FLYDSL_PYTHON: digest}
+    if path and any(f.startswith("python/flydsl/") for f in changed):  # the pull request changes FlyDSL's
+        # Python compiler: each side's own python/flydsl laid over the wheel, as code_history builds a commit
+        path, note, tree = _overlaid(repo, commit, note.removeprefix("flydsl "), cache / "flydsl")
+        overlay = {envvars.FLYDSL_PYTHON: tree}
     config = workdir / name / ASV_CONFIG
     config.parent.mkdir(parents=True, exist_ok=True)
     conf = json.loads(FLYDSL_CONFIG.read_text())
@@ -289,21 +288,17 @@ def _side(repo: Path, name: str, commit: str, flydsl: bool, wheel: str, workdir:
                 note)
 
 
-def _overlaid(repo: Path, commit: str, version: str, changed: list[str], work: Path) -> tuple[list[str], str, str]:
-    """The flydsl wheel `version` with the commit's own copies of the changed `python/flydsl` files laid over it
-    (`code_history.library_dir`), those the commit has: the path, the note, and a digest of what was laid (part of
-    each compile's key, since the wheel's version cannot tell an overlay from the wheel)."""
-    import hashlib
-
+def _overlaid(repo: Path, commit: str, version: str, work: Path) -> tuple[list[str], str, str]:
+    """The flydsl wheel `version` with the commit's python/flydsl laid over it (`code_history.library_dir`): the
+    path, the note, and the tree laid (part of each compile's key, since the wheel's version cannot tell an overlay
+    from the wheel)."""
     from flybench.compile import code_history
 
-    done = subject_code.git_run(repo, "ls-tree", "-r", commit, "--", *changed)
-    blobs = sorted(line.split(None, 3)[2:] for line in done.stdout.splitlines())
-    if not blobs:  # the commit has none of them (it deleted them): the wheel's own
+    tree = subject_code.git_run(repo, "rev-parse", f"{commit}:python/flydsl").stdout.strip()
+    if not tree:
         return [str(code_history.history.install_wheel(version, work / "wheels"))], f"flydsl {version}", ""
-    digest = hashlib.sha256(json.dumps(blobs).encode()).hexdigest()
-    library = code_history.Library(version, None, commit, digest, False, "", tuple(path for _, path in blobs))
-    return [str(code_history.library_dir(repo, library, work))], library.label, digest
+    library = code_history.Library(version, None, commit, tree, False, "")
+    return [str(code_history.library_dir(repo, library, work))], library.label, tree
 
 
 def _flat_layouts(src: Path) -> None:
@@ -358,12 +353,16 @@ def _launches_flydsl(shape_set: str):
     """`launches(key)` for `case_selection.narrow_by_code`: whether the case's provider names an entry point for it
     (`Provider.entry_points`; flydsl names none for a8w4, which it does not run)."""
     from flybench.providers import get_provider
+    from flybench.providers.base import Provider
     from flybench.workloads import get_workload
 
     def launches(key: case_selection.Key) -> bool:
         workload, name, provider, dtype = key
+        chosen = get_provider(provider)
+        if type(chosen).entry_points is Provider.entry_points:  # it does not say (flydsl-jax): it may launch some
+            return True
         case = next(c for c in get_workload(workload).cases(shape_set) if c.name == name)
-        return bool(get_provider(provider).entry_points(case, dtype))
+        return bool(chosen.entry_points(case, dtype))
 
     return launches
 

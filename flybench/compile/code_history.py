@@ -77,13 +77,10 @@ class Library:
     tree: str  # git tree id of the commit's python/flydsl
     exact: bool
     cxx: str  # what the wheel's C++ lacks of the commit's, in a sentence ("" when nothing or exact)
-    paths: tuple[str, ...] = ()  # only these files of python/flydsl are laid over (the gate's); () all of them
 
     @property
     def label(self) -> str:
-        laid = (f"{len(self.paths)} file{'s' if len(self.paths) != 1 else ''} of python/flydsl" if self.paths
-                else "python/flydsl")
-        return f"flydsl {self.wheel}" + ("" if self.exact else f" + {laid} of {self.commit[:8]}")
+        return f"flydsl {self.wheel}" + ("" if self.exact else f" + python/flydsl of {self.commit[:8]}")
 
 
 def main_commits(path: Path) -> list[str]:
@@ -138,9 +135,8 @@ def library_dir(repo: Path, library: Library, work: Path) -> Path:
         return target
     with_tree = work / "libraries" / f".{library.tree[:12]}.{os.getpid()}"
     with_tree.mkdir(parents=True, exist_ok=True)
-    archive = subprocess.run(["git", "-C", str(repo), "archive", library.commit, "--", *(library.paths or
-                                                                                          ["python/flydsl"])],
-                             capture_output=True, check=True)
+    archive = subprocess.run(["git", "-C", str(repo), "archive", library.commit, "python/flydsl"], capture_output=True,
+                             check=True)
     subprocess.run(["tar", "-x", "-C", str(with_tree)], input=archive.stdout, check=True)
     laid = with_tree / "python" / "flydsl"
     overlay = {p.relative_to(laid) for p in laid.rglob("*") if p.is_file()}
