@@ -246,7 +246,8 @@ def environment_steps(rows: pd.DataFrame) -> None:
 def other_steps(kind: str, rows: pd.DataFrame) -> None:
     """Steps the scan keeps apart under a kind of their own (such as steps over a C++ range no machine code
     holds): listed with their evidence, never counted as alerts."""
-    st.subheader(f"{len(rows)} {kind} step{'s' if len(rows) != 1 else ''} (not alerts)")
+    st.subheader(f"{len(rows)} {kind} step{'s' if len(rows) != 1 else ''} "
+                 f"(not {'alerts' if len(rows) != 1 else 'an alert'})")
     st.caption(f"Steps the history scan classed as {literal_markdown(kind)}: not an alert and not in `flybench "
                "regressions`' exit status; the evidence says what is missing to decide (docs/alerts.md).")
     ui.table(rows.assign(history=ui.history_links(rows)), f"{kind}-steps", COLUMNS, column_config={
