@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from dashboard.frames import case_text, cell_text, fmt
-from flybench.benchmark_names import workload_of
+from flybench.benchmark_names import is_compile_duration, workload_of
 from flybench.regress import CaseResult, Comparison, RegressConfig, Regression, load_config, stored
 from flybench.regress.accepted import Acceptance
 from flybench.regress.compare import judge  # the per-case verdict `flybench compare` gives
 from flybench.regress.history import Point, detect
+from flybench.regress.modes import modes
 from flybench.regress.noise import Noise
 from flybench.regress.report import (
     _case_cells,  # the evidence column of `flybench compare`
@@ -69,6 +70,29 @@ def history_steps(db_path: str | Path, benchmark: str, machines: list[str] | Non
         "before": r.step.before, "after": r.step.after, "relative": r.step.relative, "confidence": r.step.confidence,
         "noise": r.step.noise, "unit": r.unit, "worse": r.step.worse, "evidence": evidence_of(r),
         "attributed": attributed_to(r.evidence), "state": state_text(r)} for r in found], columns=STEP_COLUMNS)
+
+
+MODE_COLUMNS = ["machine", "env_name", "benchmark", "params", "modes", "mode", "level", "low", "high", "runs"]
+
+
+def series_modes(db_path: str | Path, machine: str, subject: str, config: RegressConfig | None = None
+                 ) -> pd.DataFrame:
+    """The machine's series that flip between runner modes (`flybench.regress.modes`, the scan's bimodal rule over
+    the values the scan reads): one row per mode, `params` as canonical JSON. Metrics the scan does not judge
+    (deterministic ones, compile durations) have no modes."""
+    cfg = config or load_config()
+    rows = queries.scan_rows(db_path, machine, subject)
+    rows = rows[rows["status"] == "ok"]
+    found = []
+    for (env, benchmark, params, unit), group in rows.groupby(["env_name", "benchmark", "params", "unit"],
+                                                             sort=False, dropna=False):
+        t = cfg.thresholds(benchmark, str(params), unit)
+        if t.deterministic or is_compile_duration(benchmark):
+            continue
+        found += [(machine, env, benchmark, json.dumps(json.loads(str(params))), len(m), n + 1, *mode)
+                  for m in [modes(group["value"].tolist(), t.noise_k, np.log1p(t.step_floor) / 2)]
+                  for n, mode in enumerate(m)]
+    return pd.DataFrame(found, columns=MODE_COLUMNS)
 
 
 ATTRIBUTED = re.compile(r"#\d+")

@@ -206,7 +206,7 @@ STEP_COLOR = alt.condition("datum.closed", alt.value("#888888"), alt.value("#d62
 
 def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_label: str,
             log: bool = False, ticks: dict[int, str] | None = None,
-            gaps: pd.DataFrame | None = None) -> alt.FacetChart:
+            gaps: pd.DataFrame | None = None, modes: pd.DataFrame | None = None) -> alt.FacetChart:
     """One case across commits, a small multiple per machine (`panel`), a line per provider (`series`).
 
     The x axis is the commits in order (`order`; `ticks` label some with their
@@ -218,14 +218,17 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
     labelled with the first bad commit's message). A failed commit is a red
     cross on the panel's bottom edge, with the reason in its hover. Every
     layer travels in one table (`layer` says which) so that one faceted chart
-    serves any number of machines.
+    serves any number of machines. `modes`: grey bands (`start`..`end`, `lo`..`hi`, named by `mode`) at the levels
+    a series flips between (`flybench.regress.modes`).
     """
+    modes = modes if modes is not None else pd.DataFrame(columns=["panel", "start", "end", "lo", "hi", "mode"])
     gaps = gaps if gaps is not None else pd.DataFrame(columns=["order", "days"])
     rows = rows[[c for c in [*HISTORY_FIELDS, "order"] if c in rows]]  # only what is drawn travels to the browser
     panels = rows["panel"].drop_duplicates()
     gap_rows = gaps.merge(panels.to_frame(), how="cross") if len(gaps) else gaps.assign(panel=[])
     data = pd.concat([rows.assign(layer=rows["status"].where(rows["status"] == "failed", "point")),
-                      bands.assign(layer="band"), steps.assign(layer="step"), gap_rows.assign(layer="gap")],
+                      bands.assign(layer="band"),
+                      modes.assign(layer="mode"), steps.assign(layer="step"), gap_rows.assign(layer="gap")],
                      ignore_index=True)
     x = commit_axis(ticks or {}, int(rows["order"].max()) if len(rows) else None)
     color = alt.Color("series:N", title="provider", scale=CATEGORIES,
@@ -249,6 +252,9 @@ def history(rows: pd.DataFrame, bands: pd.DataFrame, steps: pd.DataFrame, unit_l
         base.mark_rect(opacity=0.08).encode(x="start:Q", x2="end:Q", y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
                                            color=color, tooltip=["series:N", "band:N"])
         .transform_filter("datum.layer == 'band'"),
+        base.mark_rect(opacity=0.18, color="#7f7f7f").encode(
+            x="start:Q", x2="end:Q", y=alt.Y("lo:Q", scale=y_scale), y2="hi:Q",
+            tooltip=[alt.Tooltip("mode:N", title="runner mode")]).transform_filter("datum.layer == 'mode'"),
         base.mark_line().encode(y=y, color=color).transform_filter(point),
         base.mark_area(opacity=0.15).encode(y=alt.Y("y_lo:Q", scale=y_scale), y2="y_hi:Q", color=color)
         .transform_filter(point),

@@ -22,7 +22,7 @@ import streamlit as st
 import pandas as pd
 
 from dashboard import charts, filters, frames, machine_code, ui
-from dashboard.analysis import history_steps
+from dashboard.analysis import history_steps, series_modes
 from flybench import envvars
 from flybench.errors import FlybenchError
 from flybench.regress import accepted, stored
@@ -100,6 +100,7 @@ LOADERS: dict[str, Callable[..., Any]] = {
     "roofs": _roofs,
     "others": origin.others,
     "history_steps": history_steps,
+    "series_modes": series_modes,
     "regressions": stored.regressions,
     "history_noise": stored.history_noise,
     "counter_changes": counter_changes,

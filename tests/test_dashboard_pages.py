@@ -897,3 +897,37 @@ def test_commits_compared_names_each_commit_once() -> None:
                                                                                                 "d" * 40]})
     assert frames.commits_compared(wide, ["gfx942", "gfx950"]) == ["one commit", f"2 commits: {'b' * 8}, {'c' * 8}",
                                                                     "one commit"]
+
+
+def test_the_runners_modes_are_named_and_drawn_where_a_series_flips(ci_db: Path) -> None:
+    """FlyDSL's MI355X series that flip per job between speed modes (`flybench.regress.modes` on the stored
+    values): the longest one's History says so under the chart and draws each mode as a grey band at its levels,
+    and Regressions lists it with its runner and levels."""
+    from flybench.regress.modes import modes
+    from flybench.store import queries
+
+    machine, cfg = "linux-flydsl-mi355-1", RegressConfig()
+    rows = queries.scan_rows(ci_db, machine, "flydsl")
+    rows = rows[(rows["status"] == "ok") & rows["benchmark"].str.endswith(".track_tflops")]
+    flipping = {key: found for key, group in rows.groupby(["env_name", "benchmark", "params"])
+                if (found := modes(group["value"].tolist(), cfg.noise_k, math.log1p(cfg.step_floor) / 2))}
+    assert flipping  # the month's data: some MI355X series flip
+    (_, benchmark, params), expected = max(flipping.items(), key=lambda kv: (sum(m.runs for m in kv[1]), kv[0]))
+    case = frames.case_text(params)  # as the History page's case picker names it: without the provider
+    at = open_page(ci_db, "history", benchmark=benchmark, params=case)
+    [said] = [c for c in texts(at, "caption") if "flips between" in c]
+    assert f"flips between {len(expected)} modes on " in said and machine in said
+    for m in expected:
+        assert f"{m.level:.4g} TFLOP/s ({m.runs} runs)" in said
+    import pyarrow as pa
+
+    drawn = sorted((r["lo"], r["hi"]) for chart in at.get("vega_lite_chart") for d in chart.proto.datasets
+                   for r in pa.ipc.open_stream(d.data.data).read_all().to_pylist() if r.get("layer") == "mode")
+    assert drawn == [(pytest.approx(m.low), pytest.approx(m.high)) for m in expected]  # the grey bands the browser draws
+
+    at = open_page(ci_db, "regressions")
+    listed = frame(at, "levels")
+    mine = listed[(listed["machine"] == machine) & (listed["benchmark"] == benchmark)
+                  & (listed["parameters"] == ", ".join(map(str, json.loads(params).values())))]
+    assert len(mine) == 1 and mine["modes"].iloc[0] == len(expected)
+    assert mine["levels"].iloc[0] == ", ".join(f"{m.level:.4g}" for m in expected)

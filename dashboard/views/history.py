@@ -12,6 +12,7 @@ each subject gets its own chart.
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pandas as pd
@@ -109,9 +110,16 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
     steps = step_marks(steps, rows, benchmark, subject)
     bands = frames.threshold_band(rows, load_config(), rows.attrs["factor"])
     ticks, gaps = charts.commit_ticks(rows)
+    flips = mode_bands(rows, subject)
     ui.chart(data.chart_spec(charts.history, rows=rows, bands=bands, steps=steps, unit_label=rows.attrs["axis"],
-                             log=log, ticks=ticks, gaps=gaps), rows, f"history-{subject}",
+                             log=log, ticks=ticks, gaps=gaps, modes=flips), rows, f"history-{subject}",
              COLUMNS, stretch=False)
+    for (panel, series, count), levels in flips.groupby(["panel", "series", "modes"], sort=False):
+        st.caption(literal_markdown(f"{series} flips between {count} modes on {panel}: "
+                                    + ", ".join(levels["mode"]) + ". Shaded grey: the modes. The history scan "
+                                    "takes a step back to a mode the series already had as the runner's, and "
+                                    "leaves a files-only step on such a series unconfirmed unless the job's shift "
+                                    "or a paired A/B separates code from runner."))
     if len(gaps):
         st.caption("The axis is the commits in order, as asv draws them: a dotted grey rule marks "
                    f"{len(gaps)} place(s) where {charts.GAP_DAYS} days or more passed between two commits.")
@@ -146,6 +154,24 @@ def subject_history(subject: str, benchmark: str, rows: pd.DataFrame, steps: pd.
         "first_bad_date": st.column_config.DatetimeColumn("date", format="YYYY-MM-DD HH:mm"),
         "alert": st.column_config.LinkColumn("alert", display_text="open"),
         "bisect": st.column_config.TextColumn("bisect command")})
+
+
+def mode_bands(rows: pd.DataFrame, subject: str) -> pd.DataFrame:
+    """The drawn series' runner modes (`flybench.regress.modes`, read once per database version) as bands across
+    each line's commits: `lo`..`hi` the mode's lowest and highest value, scaled as the values are."""
+    found = pd.concat([data.load("series_modes", machine=m, subject=subject)
+                       for m in sorted(rows["machine"].unique())], ignore_index=True)
+    if found.empty:
+        return found.assign(panel=[], series=[], start=[], end=[], lo=[], hi=[])
+    lines = rows.assign(key=[json.dumps(json.loads(p)) for p in rows["params"]]).groupby(
+        ["machine", "env_name", "key", "panel", "series"], as_index=False).agg(start=("order", "min"),
+                                                                          end=("order", "max"))
+    found = found.merge(lines, left_on=["machine", "env_name", "params"], right_on=["machine", "env_name", "key"])
+    factor = rows.attrs["factor"]
+    found["lo"], found["hi"] = found["low"] * factor, found["high"] * factor
+    found["mode"] = [f"{level * factor:.4g} {rows.attrs['axis']} ({n} runs)"
+                     for level, n in zip(found["level"], found["runs"])]
+    return found[["panel", "series", "modes", "start", "end", "lo", "hi", "mode"]]
 
 
 def prepare(rows: pd.DataFrame) -> pd.DataFrame:

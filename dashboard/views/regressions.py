@@ -27,7 +27,7 @@ from flybench.regress import accepted, load_config
 from flybench.regress.episodes import ENVIRONMENT
 from flybench.regress.report import literal_markdown
 
-COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state",
+COLUMNS = ["machine", "benchmark", "parameters", "commits", "base_text", "head_text", "change", "state", "modes",
            "machine_code", "code_diff", "evidence", "run", "history", "subject", "kind", "unit"]
 ENVIRONMENT_COLUMNS = [*COLUMNS[:7], "since", *COLUMNS[7:]]
 RESOURCE_COLUMNS = ["subject", "machine", "kernel", "metric_label", "arch", "base_text", "head_text", "delta", "change",
@@ -64,6 +64,10 @@ def main() -> None:
     found = data.memo("alert-code", code_columns, rows=rows[rows["kind"] != "change"], arch_of=arch_of)
     for column in ("machine_code", "code_diff"):
         rows[column] = found[column].reindex(rows.index, fill_value="")
+    flipping = pd.concat([data.load("series_modes", machine=m, subject=s) for m, s in
+                          allowed[["machine", "subject"]].drop_duplicates().itertuples(index=False)]
+                         or [pd.DataFrame(columns=analysis.MODE_COLUMNS)], ignore_index=True)
+    rows["modes"] = data.memo("alert-modes", mode_notes, rows=rows, flipping=flipping)
     steps(rows[rows["kind"] == "step"])
     accept_control(rows[(rows["kind"] == "step") & (rows["state"] == "open alert")])
     accepted_levels(levels, allowed)
@@ -71,11 +75,59 @@ def main() -> None:
     for kind, apart in rows[~rows["kind"].isin(["step", ENVIRONMENT, "change"])].groupby("kind", sort=True):
         other_steps(str(kind), apart)
     resource_changes(rows[rows["kind"] == "change"])
+    multimodal(flipping)
     if durations.any():
         st.caption(f"Not listed: {int(durations.sum())} steps in compile durations (how long a compile took on "
                    "its machine is noise of that machine, not a kernel regression; see Kernel resources).")
     ui.provenance_note(rows)
     data.committed_note(set(rows["machine"]))
+
+
+DECIDED = [("on a series that flips between runner modes", "neither the job's shift nor a paired A/B separated code "
+                                                            "from runner: unconfirmed"),
+           ("the compiler change emitted identical machine code", "the compiler change's identical machine code "
+                                                                  "elsewhere, and no paired A/B: unconfirmed"),
+           ("confirmed by the paired A/B", "the paired A/B, which separated code from runner"),
+           ("confirmed by the job's shift", "the job's shift, which separated code from runner")]
+"""What decided a step on a series that flips, as the scan's evidence says it (`scan._confirmed`), in that order."""
+
+
+def mode_notes(rows: pd.DataFrame, flipping: pd.DataFrame) -> pd.Series:
+    """Per step on a series that flips between runner modes (`flybench.regress.modes`): its modes, and which
+    evidence decided the step, read from the evidence the scan wrote; empty for every other step."""
+    levels = {}
+    for key, mine in flipping.groupby(["machine", "env_name", "benchmark", "params"], sort=False):
+        levels[key[:3] + (json.dumps(json.loads(key[3]), sort_keys=True),)] = (
+            f"flips between {len(mine)} modes on {key[0]} ("
+            + ", ".join(f"{level:.4g}" for level in mine["level"]) + ")")
+    notes = []
+    for r in rows.itertuples():
+        said = levels.get((r.machine, r.env_name, r.benchmark, json.dumps(r.params, sort_keys=True)))
+        if said is None or r.kind == "change":
+            notes.append("")
+            continue
+        how = next((text for clue, text in DECIDED if clue in r.evidence),
+                   "its machine code, not its modes" if "(machine code)" in r.evidence.split(":", 1)[0] else
+                   "the files: the range changed nothing it runs" if r.kind == ENVIRONMENT else
+                   "the files, with no runner flip as large as the step in the runs before it")
+        notes.append(f"{said}; decided by {how}")
+    return pd.Series(notes, index=rows.index, dtype=object)
+
+
+def multimodal(flipping: pd.DataFrame) -> None:
+    """Which series flip between runner modes, on which runner, at which levels."""
+    if flipping.empty:
+        return
+    series = flipping.groupby(["machine", "env_name", "benchmark", "params"], sort=False)
+    st.subheader(f"{series.ngroups} series flip between runner modes")
+    st.caption("Series whose values keep going back to two or more levels a step apart (flybench.regress.modes: "
+               "the history scan's bimodal rule over the runs a scan keeps). A step back to a mode is the runner's; "
+               "a files-only step on such a series is an alert only where the job's shift or a paired A/B "
+               "separates code from runner (the `modes` column above says which decided).")
+    table = series.agg(modes=("modes", "first"), levels=("level", lambda x: ", ".join(f"{v:.4g}" for v in x)),
+                       runs=("runs", lambda x: ", ".join(map(str, x)))).reset_index()
+    table["parameters"] = [", ".join(map(str, json.loads(p).values())) for p in table["params"]]
+    ui.table(table, "multimodal", ["machine", "benchmark", "parameters", "modes", "levels", "runs"])
 
 
 def code_columns(rows: pd.DataFrame, arch_of: pd.Series) -> pd.DataFrame:
@@ -223,7 +275,8 @@ def evidence_in_full(rows: pd.DataFrame) -> None:
     with st.expander("Evidence in full", expanded=st.query_params.get("series") is not None):
         for r in rows.itertuples():
             st.markdown(f"**{literal_markdown(r.label)}** ({r.commits}, {r.state}): {literal_markdown(r.evidence)}"
-                        + (f" Machine code: {literal_markdown(r.machine_code)}." if r.machine_code else ""))
+                        + (f" Machine code: {literal_markdown(r.machine_code)}." if r.machine_code else "")
+                        + (f" The series {literal_markdown(r.modes)}." if r.modes else ""))
 
 
 def environment_steps(rows: pd.DataFrame) -> None:
