@@ -83,13 +83,14 @@ def main() -> None:
     data.committed_note(set(rows["machine"]))
 
 
+# What decided a step on a series that flips, as the scan's evidence says it (`scan._confirmed`), in that order (a
+# string here would be drawn on the page: Streamlit's magic writes a page module's bare strings).
 DECIDED = [("on a series that flips between runner modes", "neither the job's shift nor a paired A/B separated code "
                                                             "from runner: unconfirmed"),
            ("the compiler change emitted identical machine code", "the compiler change's identical machine code "
                                                                   "elsewhere, and no paired A/B: unconfirmed"),
            ("confirmed by the paired A/B", "the paired A/B, which separated code from runner"),
            ("confirmed by the job's shift", "the job's shift, which separated code from runner")]
-"""What decided a step on a series that flips, as the scan's evidence says it (`scan._confirmed`), in that order."""
 
 
 def mode_notes(rows: pd.DataFrame, flipping: pd.DataFrame) -> pd.Series:
